@@ -1,0 +1,135 @@
+"""The environment contract.
+
+An *environment* turns a task spec (a JSON object stored in ``tasks.spec``) into *episodes*. An episode is
+one attempt at one task with its own fresh state: nothing is shared between episodes, so K rollouts of a
+group never see each other's side effects.
+
+The driver (an agent, a validator replaying a ground truth, a trainer) runs an episode like this::
+
+    episode = env.start(task_id, spec)
+    while (user_message := episode.next_turn()) is not None:
+        ...  # show user_message and episode.tools() to the agent
+        observation = episode.execute(ToolCall("cd", {"folder": "docs"}))   # any number of times
+        episode.end_turn(reply_text)                                         # the agent's answer
+    score = episode.score()
+
+``execute`` never raises for anything the agent did: an unknown tool, bad arguments or an exception inside
+the tool come back as an ``Observation`` with ``error`` set, and the episode goes on.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterator
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the agent asked for: a tool name and literal keyword arguments."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the environment answers to a call. ``error`` is set when the call failed or was refused."""
+
+    content: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Score:
+    """The terminal verdict on an episode: reward in [0, 1], success, and why."""
+
+    reward: float
+    success: bool
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.reward <= 1.0:
+            raise ValueError(f"reward must be in [0, 1], got {self.reward}")
+
+
+class SpecError(ValueError):
+    """A task spec that is not well-formed for its environment; ``problems`` lists each defect."""
+
+    def __init__(self, task_id: str, problems: list[str]) -> None:
+        self.task_id = task_id
+        self.problems = problems
+        super().__init__(f"task {task_id!r}: " + "; ".join(problems))
+
+
+class Episode(ABC):
+    """One attempt at one task, with state of its own."""
+
+    task_id: str
+
+    def system_prompt(self) -> str | None:
+        """Extra instructions for the agent, if the environment has any."""
+        return None
+
+    @abstractmethod
+    def next_turn(self) -> str | None:
+        """Advance to the next user turn and return its message, or None when no turns remain."""
+
+    @abstractmethod
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI-style tool schemas (``{"type": "function", "function": {...}}``) available now."""
+
+    @abstractmethod
+    def execute(self, call: ToolCall) -> Observation:
+        """Run one tool call in this episode's state. Never raises for the agent's mistakes."""
+
+    @abstractmethod
+    def end_turn(self, reply: str | None) -> None:
+        """Record the agent's final text reply for the current turn."""
+
+    @abstractmethod
+    def score(self) -> Score:
+        """Score the episode as it stands (normally after the last turn)."""
+
+    def close(self) -> None:
+        """Release anything the episode holds."""
+
+
+class Environment(ABC):
+    """A family of tasks that can be started as episodes, checked and scored."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def check_spec(self, spec: dict[str, Any]) -> list[str]:
+        """Every defect that makes ``spec`` unusable for this environment; empty when well-formed."""
+
+    @abstractmethod
+    def start(self, task_id: str, spec: dict[str, Any]) -> Episode:
+        """A fresh episode of the task. Raises SpecError when the spec is not well-formed."""
+
+    def load_tasks(self, **options: Any) -> Iterator[dict[str, Any]]:
+        """Task records shipped with the environment: dicts with task_id, env, prompt, spec, source."""
+        return iter(())
+
+    def reference_solution(self, spec: dict[str, Any]) -> list[list[ToolCall]] | None:
+        """Calls that solve the task, one list per turn, when the spec carries a ground truth; else None."""
+        return None
+
+
+def replay(
+    environment: Environment, task_id: str, spec: dict[str, Any], solution: list[list[ToolCall]]
+) -> Score:
+    """Play ``solution`` (one list of calls per turn) in a fresh episode and return its score."""
+    episode = environment.start(task_id, spec)
+    try:
+        turn = 0
+        while episode.next_turn() is not None:
+            for call in solution[turn] if turn < len(solution) else []:
+                episode.execute(call)
+            episode.end_turn(None)
+            turn += 1
+        return episode.score()
+    finally:
+        episode.close()

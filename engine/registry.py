@@ -1,0 +1,102 @@
+"""Name -> lazily imported class registries, fsspec style.
+
+Every pluggable kind (environments, agents, trainers, synthesizers, curriculum strategies) is one
+``Registry``. Built-ins register through the same ``register`` call and the same entry-point group
+that third-party plugins use, so nothing distinguishes a built-in from a plugin at lookup time.
+
+    ENVIRONMENTS = Registry("environment", entry_point_group="coevolve_engine.environments")
+    ENVIRONMENTS.register("bfcl", "coevolve_engine.adapters.environments.bfcl:BFCLEnvironment",
+                          install_hint="pip install --no-deps bfcl-eval==2026.3.23")
+    cls = ENVIRONMENTS.load("bfcl")
+
+Entry points are read the first time a registry is looked up, never at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import Any, Mapping
+
+
+class RegistryError(LookupError):
+    """An unknown name, or a registered class that cannot be imported."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """Where a named implementation lives and what to install when it is missing."""
+
+    name: str
+    target: str  # "package.module:ClassName"
+    install_hint: str | None = None
+    description: str = ""
+
+
+class Registry:
+    """A mapping from names to lazily imported implementations."""
+
+    def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
+        self.kind = kind
+        self.entry_point_group = entry_point_group
+        self._entries: dict[str, Registration] = {}
+        self._entry_points_read = False
+
+    def register(
+        self,
+        name: str,
+        target: str,
+        *,
+        install_hint: str | None = None,
+        description: str = "",
+        replace: bool = False,
+    ) -> None:
+        """Register ``target`` ("module:attr") under ``name``; refuse silent overrides."""
+        if ":" not in target:
+            raise ValueError(f"{self.kind} target {target!r} must look like 'package.module:ClassName'")
+        existing = self._entries.get(name)
+        if existing is not None and existing.target != target and not replace:
+            raise ValueError(
+                f"{self.kind} {name!r} is already registered to {existing.target}; "
+                "pass replace=True to override it"
+            )
+        self._entries[name] = Registration(name, target, install_hint, description)
+
+    def _read_entry_points(self) -> None:
+        if self._entry_points_read or self.entry_point_group is None:
+            return
+        self._entry_points_read = True
+        for ep in entry_points(group=self.entry_point_group):
+            if ep.name not in self._entries:
+                self._entries[ep.name] = Registration(ep.name, ep.value)
+
+    @property
+    def entries(self) -> Mapping[str, Registration]:
+        """A read-only view of every registration, plugins included."""
+        self._read_entry_points()
+        return MappingProxyType(self._entries)
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+    def load(self, name: str) -> Any:
+        """Import and return the object registered under ``name``."""
+        entries = self.entries
+        if name not in entries:
+            valid = ", ".join(sorted(entries)) or "(none registered)"
+            raise RegistryError(f"unknown {self.kind} {name!r}; known: {valid}")
+        reg = entries[name]
+        module_name, _, attr = reg.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            hint = f"; install it with: {reg.install_hint}" if reg.install_hint else ""
+            raise RegistryError(
+                f"{self.kind} {name!r} needs a package that is not installed ({exc}){hint}"
+            ) from exc
+        try:
+            return getattr(module, attr)
+        except AttributeError as exc:
+            raise RegistryError(f"{self.kind} {name!r}: {module_name} has no attribute {attr!r}") from exc

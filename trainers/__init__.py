@@ -1,0 +1,1 @@
+"""Trainers: the contract between the engine and whatever trains the policy."""
