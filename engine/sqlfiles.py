@@ -1,0 +1,82 @@
+"""The SQL shipped in ``sql/``: named migrations and one-object-per-file views, loaded by name.
+
+Migrations (``migrations/NNN_name.sql``) create tables; each runs once, inside a transaction, and is
+recorded in ``schema_migrations``. Views and macros (``views/<name>.sql``) are never migrated: they are
+rebuilt from their files every time a store is opened. A view file declares what it is built on with a
+``-- requires: a, b`` comment line, and files are created in that dependency order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+_REQUIRES = re.compile(r"^--\s*requires:\s*(.*)$", re.MULTILINE)
+_MIGRATION_NAME = re.compile(r"^\d{3}_[a-z0-9_]+\.sql$")
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    name: str
+    sql: str
+    requires: tuple[str, ...] = ()
+
+
+def _read_dir(folder: str) -> list[tuple[str, str]]:
+    root = files("coevolve_engine.sql") / folder
+    return sorted((entry.name, entry.read_text(encoding="utf-8")) for entry in root.iterdir()
+                  if entry.name.endswith(".sql"))
+
+
+@cache
+def migrations() -> tuple[SqlFile, ...]:
+    """Every migration, in the order it must run (by its NNN prefix)."""
+    found = []
+    for filename, sql in _read_dir("migrations"):
+        if not _MIGRATION_NAME.match(filename):
+            raise ValueError(f"migration file {filename!r} must be named NNN_name.sql")
+        found.append(SqlFile(filename.removesuffix(".sql"), sql))
+    return tuple(found)
+
+
+def _requires(sql: str) -> tuple[str, ...]:
+    names: list[str] = []
+    for match in _REQUIRES.finditer(sql):
+        names += [n.strip() for n in match.group(1).split(",") if n.strip() and n.strip() != "(none)"]
+    return tuple(names)
+
+
+@cache
+def views() -> tuple[SqlFile, ...]:
+    """Every view and macro, ordered so that each comes after what it requires."""
+    by_name = {filename.removesuffix(".sql"): sql for filename, sql in _read_dir("views")}
+    ordered: list[SqlFile] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            raise ValueError("view files require each other in a cycle: " + " -> ".join(chain + (name,)))
+        if name not in by_name:
+            raise ValueError(f"view {chain[-1]!r} requires {name!r}, but there is no views/{name}.sql")
+        state[name] = "visiting"
+        requires = _requires(by_name[name])
+        for dependency in requires:
+            visit(dependency, chain + (name,))
+        state[name] = "done"
+        ordered.append(SqlFile(name, by_name[name], requires))
+
+    for name in sorted(by_name):
+        visit(name, ())
+    return tuple(ordered)
+
+
+def as_temporary(sql: str) -> str:
+    """The same CREATE statement, creating a temporary object (for read-only connections)."""
+    rewritten, count = re.subn(r"\bCREATE OR REPLACE (VIEW|MACRO)\b", r"CREATE OR REPLACE TEMP \1", sql, count=1)
+    if count != 1:
+        raise ValueError("a view file must contain one 'CREATE OR REPLACE VIEW|MACRO' statement")
+    return rewritten

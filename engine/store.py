@@ -1,0 +1,199 @@
+"""The store: one DuckDB file that every part of the engine reads and writes.
+
+Opening a store for writing applies pending migrations (each in its own transaction, recorded in
+``schema_migrations``) and rebuilds every view and macro from ``sql/views``. Opening it read-only changes
+nothing in the file: the views are created as temporary objects of that connection instead, so a reader
+always sees the definitions of the code it runs.
+
+DuckDB lets one process hold a file for writing, and no other process may open it meanwhile, not even to
+read. Writers therefore hold the store only for one unit of work at a time, and both readers and writers
+wait (``wait`` seconds, retrying) for the lock instead of failing at once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import duckdb
+import polars as pl
+
+from coevolve_engine import sqlfiles
+from coevolve_engine.errors import StoreError, StoreLockedError
+
+DEFAULT_DB = "coevolve.duckdb"
+DEFAULT_WAIT_SECONDS = 30.0
+
+
+def default_db_path() -> Path:
+    """The store path when none is given: $COEVOLVE_DB, else ./coevolve.duckdb."""
+    return Path(os.environ.get("COEVOLVE_DB") or DEFAULT_DB)
+
+
+def _is_lock_conflict(exc: Exception) -> bool:
+    return "lock" in str(exc).lower()
+
+
+def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, retrying with backoff while another process holds its lock."""
+    deadline = time.monotonic() + max(wait, 0.0)
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if not _is_lock_conflict(exc):
+                raise StoreError(f"cannot open store {path}: {exc}") from exc
+            if time.monotonic() >= deadline:
+                raise StoreLockedError(
+                    f"store {path} is held by another process (DuckDB allows one writing process and no "
+                    f"readers meanwhile); gave up after {wait:g} s. Retry later or pass a longer --wait. "
+                    f"DuckDB said: {exc}"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+class Store:
+    """A coevolve-engine store. Use as a context manager, or call ``close``."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        read_only: bool = False,
+        create: bool = True,
+        wait: float = DEFAULT_WAIT_SECONDS,
+    ) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        self.read_only = read_only
+        if not self.path.exists() and (read_only or not create):
+            raise StoreError(f"no store at {self.path}; create one with `coevolve-engine init --db {self.path}`")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a store file")
+        self.con = connect(self.path, read_only=read_only, wait=wait)
+        try:
+            if read_only:
+                self._check_schema()
+                self._create_views(temporary=True)
+            else:
+                self._migrate()
+                self._create_views(temporary=False)
+        except BaseException:
+            self.con.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- schema ----------------------------------------------------------------------------------
+
+    def _applied_migrations(self) -> list[str]:
+        exists = self.con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_migrations' AND schema_name = 'main'"
+        ).fetchall()[0][0]
+        if not exists:
+            return []
+        return [row[0] for row in self.con.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()]
+
+    def migration_status(self) -> list[tuple[str, bool]]:
+        """(name, applied) for every migration this code knows."""
+        applied = set(self._applied_migrations())
+        return [(m.name, m.name in applied) for m in sqlfiles.migrations()]
+
+    def _check_known(self, applied: list[str]) -> None:
+        known = {m.name for m in sqlfiles.migrations()}
+        unknown = [name for name in applied if name not in known]
+        if unknown:
+            raise StoreError(
+                f"store {self.path} has migrations this version of coevolve-engine does not know "
+                f"({', '.join(unknown)}); upgrade coevolve-engine"
+            )
+
+    def _check_schema(self) -> None:
+        applied = self._applied_migrations()
+        self._check_known(applied)
+        pending = [m.name for m in sqlfiles.migrations() if m.name not in applied]
+        if pending:
+            raise StoreError(
+                f"store {self.path} needs migrations {', '.join(pending)}; open it once for writing "
+                f"(`coevolve-engine init --db {self.path}`) to apply them"
+            )
+
+    def _migrate(self) -> None:
+        self.con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
+        )
+        applied = self._applied_migrations()
+        self._check_known(applied)
+        for migration in sqlfiles.migrations():
+            if migration.name in applied:
+                continue
+            with self.transaction():
+                self.con.execute(migration.sql)
+                self.con.execute("INSERT INTO schema_migrations (name) VALUES ($name)", {"name": migration.name})
+
+    def _create_views(self, *, temporary: bool) -> None:
+        for view in sqlfiles.views():
+            sql = sqlfiles.as_temporary(view.sql) if temporary else view.sql
+            try:
+                self.con.execute(sql)
+            except duckdb.Error as exc:
+                raise StoreError(f"view {view.name}.sql failed to build: {exc}") from exc
+
+    # -- SQL ---------------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A transaction that commits on success and rolls back on any exception."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        else:
+            self.con.execute("COMMIT")
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+        """Run one statement with named parameters bound as ``$name``; returns the cursor."""
+        return self.con.execute(sql, dict(params) if params else None)
+
+    def sql(self, sql: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Run a query and return its result as a polars DataFrame (empty when it returns no rows)."""
+        relation = self.con.sql(sql, params=dict(params) if params else None)
+        if relation is None:
+            return pl.DataFrame()
+        return relation.pl()
+
+    def scalar(self, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+        """The first column of the first row, or None."""
+        relation = self.con.sql(sql, params=dict(params) if params else None)
+        rows = relation.limit(1).fetchall() if relation is not None else []
+        return rows[0][0] if rows else None
+
+    # -- ingest ------------------------------------------------------------------------------------
+
+    def ingest_trajectories(self, path: str | os.PathLike[str], *, format: str | None = None):
+        """Ingest one file of trajectory records as one unit; see ``coevolve_engine.ingest``."""
+        from coevolve_engine.ingest import ingest_file
+
+        return ingest_file(self, Path(path), kind="trajectories", format=format)
+
+    def ingest_tasks(self, path: str | os.PathLike[str], *, format: str | None = None):
+        """Ingest one file of task records as one unit; see ``coevolve_engine.ingest``."""
+        from coevolve_engine.ingest import ingest_file
+
+        return ingest_file(self, Path(path), kind="tasks", format=format)

@@ -1,0 +1,9 @@
+-- forgetting_events_with(threshold := 0.5): one row per task with at least one scored step.
+--   task_id            the task
+--   scored_steps       steps at which the task was scored
+--   forgetting_events  transitions from a score >= threshold to the task's next score below it
+-- requires: task_history_with
+CREATE OR REPLACE MACRO forgetting_events_with(threshold := 0.5) AS TABLE
+SELECT task_id, count(*) AS scored_steps, count(*) FILTER (WHERE forgetting_event) AS forgetting_events
+FROM task_history_with(threshold := threshold)
+GROUP BY task_id;

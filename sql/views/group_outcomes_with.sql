@@ -1,0 +1,31 @@
+-- group_outcomes_with(threshold := 0.5): one row per group (the rollouts of a task generated together).
+--   group_id     the group
+--   task_id      its task
+--   step         the step that generated it
+--   rollouts     rollouts in the group
+--   successes    rollouts that succeeded (success as recorded, else reward >= threshold)
+--   p            group success rate, successes / rollouts
+--   variance     Bernoulli variance p * (1 - p)
+--   mean_reward  mean reward of the group
+-- requires: (none)
+CREATE OR REPLACE MACRO group_outcomes_with(threshold := 0.5) AS TABLE
+SELECT
+    group_id,
+    task_id,
+    step,
+    rollouts,
+    successes,
+    successes / rollouts AS p,
+    (successes / rollouts) * (1 - successes / rollouts) AS variance,
+    mean_reward
+FROM (
+    SELECT
+        group_id,
+        min(task_id) AS task_id,
+        min(step) AS step,
+        count(*) AS rollouts,
+        count(*) FILTER (WHERE coalesce(success, reward >= threshold)) AS successes,
+        avg(reward) AS mean_reward
+    FROM trajectories
+    GROUP BY group_id
+);

@@ -1,0 +1,16 @@
+-- task_steps_with(threshold := 0.5): one row per (task_id, step) at which the task was attempted.
+--   task_id    the task
+--   step       the training step
+--   rollouts   rollouts of the task at that step
+--   successes  rollouts that succeeded (success as recorded, else reward >= threshold)
+--   score      the task's score at the step: the mean reward of those rollouts
+-- requires: (none)
+CREATE OR REPLACE MACRO task_steps_with(threshold := 0.5) AS TABLE
+SELECT
+    task_id,
+    step,
+    count(*) AS rollouts,
+    count(*) FILTER (WHERE coalesce(success, reward >= threshold)) AS successes,
+    avg(reward) AS score
+FROM trajectories
+GROUP BY task_id, step;
