@@ -1,0 +1,173 @@
+"""The signal definitions in plain Python, written to be read, not to be fast.
+
+This is the executable specification the SQL views in ``sql/views`` are tested and benchmarked against:
+each function returns the same rows as the view of the same name (unordered; sort to compare). Inputs are
+trajectory rows as ``Trajectory`` tuples; parameters have the same names and defaults as the macros.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, NamedTuple
+
+
+class Trajectory(NamedTuple):
+    trajectory_id: str
+    task_id: str
+    step: int
+    group_id: str
+    reward: float
+    success: bool | None  # None: decided by reward >= threshold
+    action_pattern: str | None  # None: actions not recorded
+
+
+def _succeeded(t: Trajectory, threshold: float) -> bool:
+    return t.success if t.success is not None else t.reward >= threshold
+
+
+def task_steps(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+    """(task_id, step, rollouts, successes, score) per (task, step); score is the mean reward."""
+    rollouts: dict[tuple[str, int], int] = defaultdict(int)
+    successes: dict[tuple[str, int], int] = defaultdict(int)
+    rewards: dict[tuple[str, int], float] = defaultdict(float)
+    for t in trajectories:
+        key = (t.task_id, t.step)
+        rollouts[key] += 1
+        successes[key] += _succeeded(t, threshold)
+        rewards[key] += t.reward
+    return [(task, step, n, successes[(task, step)], rewards[(task, step)] / n) for (task, step), n in rollouts.items()]
+
+
+def _history(trajectories: Iterable[Trajectory], threshold: float) -> dict[str, list[tuple[int, float]]]:
+    """Each task's (step, score) list in step order."""
+    history: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for task, step, _, _, score in task_steps(trajectories, threshold):
+        history[task].append((step, score))
+    for scores in history.values():
+        scores.sort()
+    return history
+
+
+def forgetting(trajectories: Iterable[Trajectory], w: int = 3, threshold: float = 0.5) -> list[tuple]:
+    """(task_id, step, score, recent_best, window_scores, w, threshold) where forgetting fires: one of the
+    w most recent earlier scores is >= threshold and the score now is below."""
+    rows = []
+    for task, scores in _history(trajectories, threshold).items():
+        for i, (step, score) in enumerate(scores):
+            window = [s for _, s in scores[max(0, i - w):i]]
+            if window and max(window) >= threshold and score < threshold:
+                rows.append((task, step, score, max(window), len(window), w, threshold))
+    return rows
+
+
+def forgetting_events(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+    """(task_id, scored_steps, forgetting_events): transitions from >= threshold to below, per task."""
+    rows = []
+    for task, scores in _history(trajectories, threshold).items():
+        events = sum(1 for (_, a), (_, b) in zip(scores, scores[1:]) if a >= threshold and b < threshold)
+        rows.append((task, len(scores), events))
+    return rows
+
+
+def group_outcomes(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+    """(group_id, task_id, step, rollouts, successes, p, variance, mean_reward) per group."""
+    members: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        members[t.group_id].append(t)
+    rows = []
+    for group, ts in members.items():
+        n = len(ts)
+        k = sum(_succeeded(t, threshold) for t in ts)
+        p = k / n
+        rows.append((group, min(t.task_id for t in ts), min(t.step for t in ts), n, k, p, p * (1 - p),
+                     sum(t.reward for t in ts) / n))
+    return rows
+
+
+def boundary(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+    """(task_id, group_id, step, rollouts, successes, p, variance) for groups with mixed outcomes."""
+    return [(task, group, step, n, k, p, var)
+            for group, task, step, n, k, p, var, _ in group_outcomes(trajectories, threshold) if 0 < k < n]
+
+
+def pattern_steps(trajectories: Iterable[Trajectory], theta: float = 5, min_n: int = 50) -> list[tuple]:
+    """(action_pattern, step, trajectories, cumulative, seen, share, rare) per (pattern, step)."""
+    at_step: dict[tuple[str, int], int] = defaultdict(int)
+    per_step: dict[int, int] = defaultdict(int)
+    for t in trajectories:
+        if t.action_pattern is not None:
+            at_step[(t.action_pattern, t.step)] += 1
+            per_step[t.step] += 1
+    seen, total = {}, 0
+    for step in sorted(per_step):
+        total += per_step[step]
+        seen[step] = total
+    cumulative: dict[str, int] = defaultdict(int)
+    rows = []
+    for pattern, step in sorted(at_step, key=lambda key: key[1]):
+        n = at_step[(pattern, step)]
+        cumulative[pattern] += n
+        share = cumulative[pattern] / seen[step]
+        rows.append((pattern, step, n, cumulative[pattern], seen[step], share,
+                     seen[step] >= min_n and share < theta / 100))
+    return rows
+
+
+def rare_patterns(trajectories: Iterable[Trajectory], theta: float = 5, min_n: int = 50) -> list[tuple]:
+    """(action_pattern, trajectories, share, rare, first_step, last_step, rare_trajectories) per pattern."""
+    steps = pattern_steps(trajectories, theta, min_n)
+    total = sum(row[2] for row in steps)
+    by_pattern: dict[str, list[tuple]] = defaultdict(list)
+    for row in steps:
+        by_pattern[row[0]].append(row)
+    rows = []
+    for pattern, rs in by_pattern.items():
+        n = sum(r[2] for r in rs)
+        rows.append((pattern, n, n / total, total >= min_n and n / total < theta / 100,
+                     min(r[1] for r in rs), max(r[1] for r in rs), sum(r[2] for r in rs if r[6])))
+    return rows
+
+
+def flagged_trajectories(trajectories: list[Trajectory], threshold: float = 0.5, w: int = 3,
+                         theta: float = 5, min_n: int = 50) -> list[tuple]:
+    """(trajectory_id, task_id, step, group_id, signal) for each signal a trajectory carries."""
+    forgot = {(row[0], row[1]) for row in forgetting(trajectories, w, threshold)}
+    mixed = {row[1] for row in boundary(trajectories, threshold)}
+    rare = {(row[0], row[1]) for row in pattern_steps(trajectories, theta, min_n) if row[6]}
+    rows = []
+    for t in trajectories:
+        base = (t.trajectory_id, t.task_id, t.step, t.group_id)
+        if (t.task_id, t.step) in forgot:
+            rows.append(base + ("forgetting",))
+        if t.group_id in mixed:
+            rows.append(base + ("boundary",))
+        if (t.action_pattern, t.step) in rare:
+            rows.append(base + ("rare",))
+    return rows
+
+
+def task_signals(trajectories: list[Trajectory], task_ids: Iterable[str] = (), threshold: float = 0.5,
+                 w: int = 3, theta: float = 5, min_n: int = 50) -> list[tuple]:
+    """(task_id, latest_step, latest_score, scored_steps, forgetting_events, forgetting_flags, groups,
+    boundary_groups, boundary_share, rare_trajectories) for every task in task_ids or in trajectories."""
+    history = _history(trajectories, threshold)
+    events = {row[0]: row[2] for row in forgetting_events(trajectories, threshold)}
+    flags: dict[str, int] = defaultdict(int)
+    for row in forgetting(trajectories, w, threshold):
+        flags[row[0]] += 1
+    groups: dict[str, int] = defaultdict(int)
+    mixed: dict[str, int] = defaultdict(int)
+    for _, task, _, n, k, *_ in group_outcomes(trajectories, threshold):
+        groups[task] += 1
+        mixed[task] += 0 < k < n
+    rare: dict[str, int] = defaultdict(int)
+    for row in flagged_trajectories(trajectories, threshold, w, theta, min_n):
+        if row[4] == "rare":
+            rare[row[1]] += 1
+    rows = []
+    for task in set(task_ids) | {t.task_id for t in trajectories}:
+        scores = history.get(task, [])
+        latest_step, latest_score = scores[-1] if scores else (None, None)
+        rows.append((task, latest_step, latest_score, len(scores), events.get(task, 0), flags[task],
+                     groups[task], mixed[task], mixed[task] / groups[task] if groups[task] else None, rare[task]))
+    return rows

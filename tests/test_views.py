@@ -1,0 +1,234 @@
+"""Table-driven tests of every signal view and macro: literal input rows, exact expected rows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+
+def traj(task, step, reward, *, group=None, success=None, pattern=None, tid=None):
+    """A trajectory record; ``pattern`` 'a>b' becomes actions [a, b]; '' is an empty action list."""
+    record = {"task_id": task, "step": step, "reward": reward}
+    if group is not None:
+        record["group_id"] = group
+    if success is not None:
+        record["success"] = success
+    if pattern is not None:
+        record["actions"] = [{"name": name, "arguments": {}} for name in pattern.split(">") if name]
+    if tid is not None:
+        record["trajectory_id"] = tid
+    return record
+
+
+def scores(task, *values, start=1):
+    """One rollout per step with the given rewards, so each step's score is that reward."""
+    return [traj(task, start + i, value) for i, value in enumerate(values)]
+
+
+def rows(store, sql):
+    def cell(value):
+        return round(value, 9) if isinstance(value, float) and not math.isnan(value) else value
+
+    return sorted((tuple(cell(v) for v in row) for row in store.execute(sql).fetchall()), key=repr)
+
+
+@pytest.fixture
+def load(store, jsonl):
+    def ingest(records, tasks=None):
+        if tasks:
+            store.ingest_tasks(jsonl([{"task_id": t} for t in tasks]))
+        if records:
+            store.ingest_trajectories(jsonl(records))
+        return store
+
+    return ingest
+
+
+# -- task_steps -----------------------------------------------------------------------------------
+
+def test_task_steps_counts_successes_with_ties_at_the_threshold(load):
+    store = load([traj("a", 1, 1.0), traj("a", 1, 0.0), traj("a", 1, 0.5), traj("b", 2, 0.49)])
+    assert rows(store, "SELECT * FROM task_steps") == [("a", 1, 3, 2, 0.5), ("b", 2, 1, 0, 0.49)]
+
+
+def test_task_steps_recorded_success_wins_over_the_threshold(load):
+    store = load([traj("a", 1, 0.9, success=False), traj("a", 1, 0.1, success=True)])
+    assert rows(store, "SELECT * FROM task_steps") == [("a", 1, 2, 1, 0.5)]
+
+
+def test_task_steps_with_threshold(load):
+    store = load([traj("a", 1, 0.5), traj("a", 1, 0.7)])
+    assert rows(store, "SELECT * FROM task_steps_with(threshold := 0.6)") == [("a", 1, 2, 1, 0.6)]
+
+
+def test_task_steps_empty_store(store):
+    assert rows(store, "SELECT * FROM task_steps") == []
+
+
+# -- forgetting -----------------------------------------------------------------------------------
+
+def test_forgetting_task_scored_once_never_fires(load):
+    store = load(scores("a", 0.0) + scores("b", 1.0))
+    assert rows(store, "SELECT * FROM forgetting") == []
+
+
+def test_forgetting_window_shorter_than_w(load):
+    store = load(scores("a", 1.0, 0.0))
+    assert rows(store, "SELECT * FROM forgetting") == [("a", 2, 0.0, 1.0, 1, 3, 0.5)]
+
+
+def test_forgetting_fires_while_the_success_is_within_the_window(load):
+    store = load(scores("a", 1.0, 0.0, 0.0, 0.0, 0.0))
+    assert rows(store, "SELECT task_id, step, recent_best, window_scores FROM forgetting") == [
+        ("a", 2, 1.0, 1), ("a", 3, 1.0, 2), ("a", 4, 1.0, 3),
+    ]
+    assert rows(store, "SELECT step FROM forgetting_with(w := 1)") == [(2,)]
+    assert rows(store, "SELECT step, w FROM forgetting_with(w := 5)") == [(2, 5), (3, 5), (4, 5), (5, 5)]
+
+
+def test_forgetting_ties_at_the_threshold(load):
+    # 0.5 counts as solved before; a score of exactly 0.5 now is not a failure
+    store = load(scores("a", 0.5, 0.49) + scores("b", 1.0, 0.5))
+    assert rows(store, "SELECT task_id, step, score, recent_best FROM forgetting") == [("a", 2, 0.49, 0.5)]
+    assert rows(store, "SELECT task_id, step FROM forgetting_with(threshold := 0.6)") == [("b", 2)]
+
+
+def test_forgetting_all_failures_and_steady_success(load):
+    store = load(scores("fail", 0.0, 0.0, 0.0) + scores("ok", 1.0, 1.0, 1.0))
+    assert rows(store, "SELECT * FROM forgetting") == []
+
+
+def test_forgetting_uses_step_means_and_ignores_step_gaps(load):
+    records = [traj("a", 1, 1.0), traj("a", 1, 0.0), traj("a", 1, 1.0),  # score 2/3
+               traj("a", 10, 0.0), traj("a", 10, 1.0), traj("a", 10, 0.0)]  # score 1/3
+    store = load(records)
+    assert rows(store, "SELECT task_id, step, score, recent_best FROM forgetting") == [
+        ("a", 10, round(1 / 3, 9), round(2 / 3, 9)),
+    ]
+
+
+# -- forgetting_events ----------------------------------------------------------------------------
+
+def test_forgetting_events(load):
+    store = load(scores("flip", 1.0, 0.0, 1.0, 0.0) + scores("tie", 0.5, 0.49, 0.5)
+                 + scores("fail", 0.0, 0.0) + scores("once", 1.0))
+    assert rows(store, "SELECT * FROM forgetting_events") == [
+        ("fail", 2, 0), ("flip", 4, 2), ("once", 1, 0), ("tie", 3, 1),
+    ]
+    assert rows(store, "SELECT task_id, forgetting_events FROM forgetting_events_with(threshold := 1.0)") == [
+        ("fail", 0), ("flip", 2), ("once", 0), ("tie", 0),
+    ]
+
+
+# -- group_outcomes and boundary -------------------------------------------------------------------
+
+def test_boundary_mixed_groups_only(load):
+    store = load([
+        traj("a", 1, 1.0), traj("a", 1, 0.0), traj("a", 1, 0.0), traj("a", 1, 1.0),  # mixed, p = 0.5
+        traj("b", 1, 0.0), traj("b", 1, 0.0),  # all failures
+        traj("c", 1, 1.0),  # one rollout in the group: never mixed
+        traj("d", 2, 0.5, group="g"), traj("d", 2, 0.49, group="g"),  # tie at the threshold: mixed
+        traj("e", 3, 1.0), traj("e", 3, 1.0),  # all successes
+    ])
+    assert rows(store, "SELECT * FROM boundary") == [
+        ("a", "a@1", 1, 4, 2, 0.5, 0.25), ("d", "g", 2, 2, 1, 0.5, 0.25),
+    ]
+    assert rows(store, "SELECT group_id, rollouts, successes, p, variance, mean_reward FROM group_outcomes") == [
+        ("a@1", 4, 2, 0.5, 0.25, 0.5), ("b@1", 2, 0, 0.0, 0.0, 0.0), ("c@1", 1, 1, 1.0, 0.0, 1.0),
+        ("e@3", 2, 2, 1.0, 0.0, 1.0), ("g", 2, 1, 0.5, 0.25, 0.495),
+    ]
+    assert rows(store, "SELECT group_id FROM boundary_with(threshold := 0.4)") == [("a@1",)]
+
+
+def test_boundary_uneven_group(load):
+    store = load([traj("a", 1, 1.0), traj("a", 1, 0.0), traj("a", 1, 0.0)])
+    assert rows(store, "SELECT successes, p, variance FROM boundary") == [(1, round(1 / 3, 9), round(2 / 9, 9))]
+
+
+# -- rare patterns ----------------------------------------------------------------------------------
+
+RARE_RECORDS = [
+    traj("t", 1, 1, pattern="a"), traj("t", 1, 1, pattern="a>a"), traj("t", 1, 1, pattern="a"),
+    traj("t", 1, 1, pattern="b>a"),
+    traj("u", 2, 1, pattern="b>a"), traj("u", 2, 1, pattern=""), traj("u", 2, 1),  # no actions: no pattern
+]
+
+
+def test_pattern_steps_cumulative_shares(load):
+    store = load(RARE_RECORDS)
+    # step 1: a x3 (a>a collapses to a), b>a x1, N = 4; step 2: b>a, '' -> N = 6
+    assert rows(store, "SELECT * FROM pattern_steps_with(theta := 30, min_n := 4)") == [
+        ("", 2, 1, 1, 6, round(1 / 6, 9), True),
+        ("a", 1, 3, 3, 4, 0.75, False),
+        ("b>a", 1, 1, 1, 4, 0.25, True),
+        ("b>a", 2, 1, 2, 6, round(2 / 6, 9), False),
+    ]
+
+
+def test_pattern_steps_min_n_boundary(load):
+    store = load(RARE_RECORDS)
+    assert rows(store, "SELECT action_pattern, step FROM pattern_steps_with(theta := 30, min_n := 5) WHERE rare") == [
+        ("", 2),
+    ]
+    # the defaults (theta 5, min_n 50): too few trajectories for anything to be rare
+    assert rows(store, "SELECT * FROM pattern_steps WHERE rare") == []
+
+
+def test_rare_patterns(load):
+    store = load(RARE_RECORDS)
+    assert rows(store, "SELECT * FROM rare_patterns_with(theta := 30, min_n := 4)") == [
+        ("", 1, round(1 / 6, 9), True, 2, 2, 1),
+        ("a", 3, 0.5, False, 1, 1, 0),
+        ("b>a", 2, round(2 / 6, 9), False, 1, 2, 1),
+    ]
+    assert rows(store, "SELECT action_pattern, rare FROM rare_patterns") == [("", False), ("a", False), ("b>a", False)]
+
+
+# -- flagged_trajectories --------------------------------------------------------------------------
+
+def test_flagged_trajectories_keeps_every_signal(load):
+    store = load([
+        traj("f", 1, 1.0, tid="f1", pattern="x"), traj("f", 1, 1.0, tid="f2", pattern="x"),
+        traj("f", 2, 0.0, tid="f3", pattern="x"), traj("f", 2, 0.6, tid="f4", pattern="y"),  # score 0.3: forgot; mixed
+        traj("g", 2, 0.0, tid="g1", pattern="x"), traj("g", 2, 0.0, tid="g2"),
+    ])
+    # step 1: x x -> N=2; step 2: x x y -> N = 5, y share 1/5 = 0.2 < 0.3
+    assert rows(store, "SELECT trajectory_id, step, signal FROM flagged_trajectories_with(theta := 30, min_n := 5)") == [
+        ("f3", 2, "boundary"), ("f3", 2, "forgetting"),
+        ("f4", 2, "boundary"), ("f4", 2, "forgetting"), ("f4", 2, "rare"),
+    ]
+    assert rows(store, "SELECT signal, count(*) FROM flagged_trajectories GROUP BY signal") == [
+        ("boundary", 2), ("forgetting", 2),
+    ]
+
+
+# -- task_signals ---------------------------------------------------------------------------------
+
+def test_task_signals_includes_tasks_never_attempted(load):
+    store = load(scores("a", 1.0, 0.0) + [traj("b", 1, 1.0), traj("b", 1, 0.0)], tasks=["a", "never"])
+    assert rows(store, "SELECT * FROM task_signals") == [
+        ("a", 2, 0.0, 2, 1, 1, 2, 0, 0.0, 0),
+        ("b", 1, 0.5, 1, 0, 0, 1, 1, 1.0, 0),
+        ("never", None, None, 0, 0, 0, 0, 0, None, 0),
+    ]
+
+
+def test_task_signals_counts_rare_trajectories(load):
+    store = load(RARE_RECORDS)
+    assert rows(store, "SELECT task_id, rare_trajectories FROM task_signals_with(theta := 30, min_n := 4)") == [
+        ("t", 1), ("u", 1),
+    ]
+
+
+# -- action_pattern macro ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("names, expected", [
+    (["a", "a", "b", "a"], "a>b>a"), ([], ""), (["x"], "x"), (["a", "b", "b", "b", "c"], "a>b>c"),
+])
+def test_action_pattern(store, names, expected):
+    import json
+
+    actions = json.dumps([{"name": n, "arguments": {}} for n in names])
+    assert store.scalar("SELECT action_pattern(CAST($a AS JSON))", {"a": actions}) == expected
+    assert store.scalar("SELECT action_pattern_from_names(CAST($n AS VARCHAR[]))", {"n": names}) == expected
