@@ -1,0 +1,462 @@
+"""Ingest task and trajectory records into the store, one file as one unit of work.
+
+Formats: JSON lines (``.jsonl``/``.ndjson``), Parquet (``.parquet``), and a ``datasets`` dataset saved with
+``save_to_disk`` (a directory). Every format is first turned into a *source* relation with the record
+fields plus ``_line`` (the line of a JSON-lines file, the 1-based row of the others), then
+
+1. the source's columns are checked against the record format (unknown fields, wrong types),
+2. the source is staged with the store's column types,
+3. value checks run in SQL and the first failing record is reported by file, line/row and field,
+4. new records are inserted, inside one transaction with the ``ingests`` row that records the file.
+
+Any failure rolls the whole file back: the store is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from coevolve_engine.errors import IngestError
+from coevolve_engine.records import FIELDS, KIND_NAMES, Field, json_kind, matches
+from coevolve_engine.sqlident import quote_ident
+
+if TYPE_CHECKING:
+    from coevolve_engine.store import Store
+
+FORMATS = ("jsonl", "parquet", "dataset")
+_SOURCE = "ingest_source"
+_STAGED = "ingest_staged"
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What one ingested file added."""
+
+    path: str
+    kind: str
+    format: str
+    records: int
+    added: int
+    ingest_id: int
+
+    @property
+    def skipped(self) -> int:
+        return self.records - self.added
+
+
+def detect_format(path: Path, format: str | None = None) -> str:
+    if format is not None:
+        if format not in FORMATS:
+            raise IngestError(str(path), f"unknown format {format!r}; known: {', '.join(FORMATS)}")
+        return format
+    if path.is_dir():
+        return "dataset"
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    raise IngestError(
+        str(path),
+        f"unknown file format {suffix or '(no extension)'!r}; use .jsonl/.ndjson (JSON lines), .parquet, "
+        "a directory written by datasets' save_to_disk, or pass --format",
+    )
+
+
+# -- sources -------------------------------------------------------------------------------------
+
+_ARROW_TYPES = {
+    "str": pa.string(),
+    "int": pa.int64(),
+    "number": pa.float64(),
+    "bool": pa.bool_(),
+    "list": pa.string(),  # JSON text
+    "object": pa.string(),  # JSON text
+}
+
+
+def _read_jsonl(path: Path, fields: tuple[Field, ...]) -> tuple[pa.Table, str]:
+    """Parse and type-check a JSON-lines file; returns the source table and the file's sha256."""
+    by_name = {f.name: f for f in fields}
+    columns: dict[str, list[Any]] = {f.name: [] for f in fields}
+    lines: list[int] = []
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            digest.update(raw)
+            text = raw.strip()
+            if not text:
+                continue
+            where = f"line {number}"
+            try:
+                record = json.loads(text)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise IngestError(str(path), f"not valid JSON ({exc})", location=where) from None
+            if not isinstance(record, dict):
+                raise IngestError(str(path), f"expected a JSON object, got {json_kind(record)}", location=where)
+            unknown = sorted(set(record) - set(by_name))
+            if unknown:
+                raise IngestError(
+                    str(path),
+                    f"unknown field; known fields: {', '.join(by_name)} (put anything else under 'meta')",
+                    location=where,
+                    field=unknown[0],
+                )
+            for name, field in by_name.items():
+                value = record.get(name)
+                if value is None:
+                    if field.required:
+                        raise IngestError(str(path), "required field is missing", location=where, field=name)
+                elif not matches(field.kind, value):
+                    raise IngestError(
+                        str(path),
+                        f"expected {KIND_NAMES[field.kind]}, got {json_kind(value)} {_preview(value)}",
+                        location=where,
+                        field=name,
+                    )
+                elif field.kind in ("list", "object"):
+                    value = json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+                columns[name].append(value)
+            lines.append(number)
+    arrays = {name: pa.array(values, type=_ARROW_TYPES[by_name[name].kind]) for name, values in columns.items()}
+    arrays["_line"] = pa.array(lines, type=pa.int64())
+    return pa.table(arrays), digest.hexdigest()
+
+
+def _preview(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_dataset(path: Path) -> tuple[pa.Table, str]:
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as exc:
+        raise IngestError(str(path), f"not a dataset saved with save_to_disk ({exc})") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        splits = ", ".join(loaded)
+        raise IngestError(str(path), f"holds several splits ({splits}); pass one split's directory, e.g. {path}/train")
+    table = loaded.flatten_indices().data.table
+    table = table.append_column("_line", pa.array(range(1, table.num_rows + 1), type=pa.int64()))
+    digest = hashlib.sha256()
+    for arrow_file in sorted(path.glob("*.arrow")):
+        digest.update(_file_sha256(arrow_file).encode())
+    return table, digest.hexdigest()
+
+
+def _open_source(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: tuple[Field, ...]) -> str:
+    """Register the file as the relation ``ingest_source``; returns the file's sha256."""
+    if not path.exists():
+        raise IngestError(str(path), "no such file or directory")
+    if fmt == "jsonl":
+        table, sha = _read_jsonl(path, fields)
+        con.register(_SOURCE, table)
+        return sha
+    if fmt == "dataset":
+        table, sha = _read_dataset(path)
+        con.register(_SOURCE, table)
+        return sha
+    try:
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {_SOURCE} AS "
+            f"SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS _line "
+            f"FROM read_parquet({_sql_string(str(path))}, file_row_number = true)"
+        )
+    except duckdb.Error as exc:
+        raise IngestError(str(path), f"cannot read as Parquet ({exc})") from None
+    return _file_sha256(path)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _drop_work_objects(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the source and staging objects. In a failed transaction the statements fail quietly and the
+    rollback that follows removes the temporary objects instead."""
+    for statement in (
+        f"DROP VIEW IF EXISTS {_SOURCE}",
+        f"DROP TABLE IF EXISTS {_STAGED}",
+        "DROP TABLE IF EXISTS ingest_resolved",
+    ):
+        try:
+            con.execute(statement)
+        except duckdb.Error:
+            pass
+    try:
+        con.unregister(_SOURCE)
+    except duckdb.Error:
+        pass
+
+
+# -- column checks and staging ------------------------------------------------------------------
+
+_INTEGER_TYPES = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+    "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+}
+_STORE_TYPES = {"str": "VARCHAR", "int": "BIGINT", "number": "DOUBLE", "bool": "BOOLEAN"}
+
+
+def _type_fits(kind: str, duck_type: str) -> bool:
+    if duck_type == '"NULL"' or duck_type == "NULL":
+        return True
+    if kind == "str":
+        return duck_type == "VARCHAR"
+    if kind == "int":
+        return duck_type in _INTEGER_TYPES
+    if kind == "number":
+        return duck_type in _INTEGER_TYPES or duck_type in ("FLOAT", "DOUBLE") or duck_type.startswith("DECIMAL")
+    if kind == "bool":
+        return duck_type == "BOOLEAN"
+    if kind == "list":
+        return duck_type in ("VARCHAR", "JSON") or duck_type.endswith("]")
+    return duck_type in ("VARCHAR", "JSON") or duck_type.startswith(("STRUCT", "MAP"))
+
+
+def _stage(con: duckdb.DuckDBPyConnection, path: Path, fields: tuple[Field, ...]) -> None:
+    """Check the source's columns and stage it with the store's column types as ``ingest_staged``."""
+    described = {row[0]: row[1] for row in con.execute(f"DESCRIBE {_SOURCE}").fetchall()}
+    known = {f.name for f in fields} | {"_line"}
+    unknown = [name for name in described if name not in known]
+    if unknown:
+        raise IngestError(
+            str(path),
+            f"unknown column; known columns: {', '.join(f.name for f in fields)} (put anything else under 'meta')",
+            field=unknown[0],
+        )
+    select = [quote_ident("_line")]
+    for field in fields:
+        column = quote_ident(field.name)
+        duck_type = described.get(field.name)
+        if duck_type is None:
+            if field.required:
+                raise IngestError(str(path), "required column is missing", field=field.name)
+            expression = f"CAST(NULL AS {_STORE_TYPES.get(field.kind, 'VARCHAR')})"
+        elif not _type_fits(field.kind, duck_type):
+            raise IngestError(
+                str(path), f"column has type {duck_type}; expected {KIND_NAMES[field.kind]}", field=field.name
+            )
+        elif field.kind in ("list", "object"):
+            expression = column if duck_type in ("VARCHAR", "JSON") else f"to_json({column})"
+            expression = f"CAST({expression} AS VARCHAR)"
+        else:
+            expression = f"CAST({column} AS {_STORE_TYPES[field.kind]})"
+        select.append(f"{expression} AS {column}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_STAGED} AS SELECT {', '.join(select)} FROM {_SOURCE}")
+
+
+# -- value checks --------------------------------------------------------------------------------
+
+_IS_LIST = "CASE WHEN json_valid({c}) THEN json_type(CAST({c} AS JSON)) <> 'ARRAY' ELSE true END"
+_IS_OBJECT = "CASE WHEN json_valid({c}) THEN json_type(CAST({c} AS JSON)) <> 'OBJECT' ELSE true END"
+_BAD_ACTION = (
+    "CASE WHEN json_valid(actions) AND json_type(CAST(actions AS JSON)) = 'ARRAY' THEN coalesce(list_bool_or("
+    "list_transform(json_extract(CAST(actions AS JSON), '$[*]'), lambda a: "
+    "json_type(a) <> 'OBJECT' OR json_type(a, '$.name') IS DISTINCT FROM 'VARCHAR' "
+    "OR coalesce(json_type(a, '$.arguments'), 'NULL') NOT IN ('OBJECT', 'NULL'))), false) ELSE false END"
+)
+
+
+def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
+    """(field, SQL predicate that is true for a bad record, message) in the order they are checked."""
+    checks: list[tuple[str, str, str]] = []
+    for field in fields:
+        c = quote_ident(field.name)
+        if field.required:
+            checks.append((field.name, f"{c} IS NULL", "required field is missing"))
+        if field.kind == "str" and field.name in ("task_id", "group_id", "trajectory_id"):
+            checks.append((field.name, f"{c} = ''", "must not be empty"))
+        if field.kind == "list":
+            checks.append((field.name, f"{c} IS NOT NULL AND {_IS_LIST.format(c=c)}", "must be a JSON list"))
+        if field.kind == "object":
+            checks.append((field.name, f"{c} IS NOT NULL AND {_IS_OBJECT.format(c=c)}", "must be a JSON object"))
+        if field.name == "reward":
+            checks.append(("reward", "isnan(reward) OR reward < 0 OR reward > 1", "reward {value} is outside [0, 1]"))
+        if field.name == "actions":
+            checks.append((
+                "actions",
+                f"actions IS NOT NULL AND {_BAD_ACTION}",
+                'each action must be an object {{"name": string, "arguments": object}}',
+            ))
+    return checks
+
+
+def _location(fmt: str, line: int) -> str:
+    return f"{'line' if fmt == 'jsonl' else 'row'} {line}"
+
+
+def _check_values(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: tuple[Field, ...]) -> None:
+    for name, predicate, message in _value_checks(fields):
+        column = quote_ident(name)
+        rows = con.execute(
+            f"SELECT _line, CAST({column} AS VARCHAR) FROM {_STAGED} WHERE {predicate} ORDER BY _line LIMIT 1"
+        ).fetchall()
+        if rows:
+            line, value = rows[0]
+            raise IngestError(str(path), message.format(value=value), location=_location(fmt, line), field=name)
+
+
+def _check_unique(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, column: str) -> None:
+    rows = con.execute(
+        f"SELECT {column}, list(_line ORDER BY _line) FROM {_STAGED} WHERE {column} IS NOT NULL "
+        f"GROUP BY {column} HAVING count(*) > 1 ORDER BY min(_line) LIMIT 1"
+    ).fetchall()
+    if rows:
+        value, lines = rows[0]
+        kind = "lines" if fmt == "jsonl" else "rows"
+        raise IngestError(
+            str(path),
+            f"{value!r} appears more than once ({kind} {', '.join(map(str, lines[:5]))})",
+            location=_location(fmt, lines[1]),
+            field=column,
+        )
+
+
+# -- kinds -----------------------------------------------------------------------------------------
+
+def _resolve_trajectories(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> None:
+    """Fill default group ids and content-hash ids; check groups against the file and the store."""
+    # A content hash names a record; the k-th identical copy in one file gets the suffix ':k', so identical
+    # rollouts of one group stay distinct while re-ingesting the same file adds nothing.
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE ingest_resolved AS
+        SELECT *,
+               coalesce(trajectory_id,
+                        't-' || content_hash || CASE WHEN copy > 1 THEN ':' || copy ELSE '' END) AS resolved_id,
+               json_extract_string(CAST(actions AS JSON), '$[*].name') AS action_names
+        FROM (
+            SELECT *, row_number() OVER (PARTITION BY content_hash ORDER BY _line) AS copy
+            FROM (
+                SELECT * EXCLUDE (group_id),
+                       coalesce(group_id, task_id || '@' || CAST(step AS VARCHAR)) AS group_id,
+                       md5(to_json(struct_pack(task_id, step, group_id, reward, success, actions, messages,
+                                               policy, meta))) AS content_hash
+                FROM {_STAGED}
+            )
+        )
+    """)
+    rows = con.execute("""
+        WITH incoming AS (SELECT group_id, task_id, step, _line FROM ingest_resolved),
+        stored AS (
+            SELECT t.group_id, t.task_id, t.step, NULL::BIGINT AS _line
+            FROM trajectories AS t SEMI JOIN incoming USING (group_id)
+        ),
+        combined AS (SELECT * FROM incoming UNION ALL SELECT * FROM stored)
+        SELECT group_id, list(DISTINCT task_id), list(DISTINCT step), min(_line)
+        FROM combined
+        GROUP BY group_id
+        HAVING count(DISTINCT task_id) > 1 OR count(DISTINCT step) > 1
+        ORDER BY min(_line)
+        LIMIT 1
+    """).fetchall()
+    if rows:
+        group_id, task_ids, steps, line = rows[0]
+        raise IngestError(
+            str(path),
+            f"group {group_id!r} would hold rollouts of tasks {sorted(task_ids)} at steps {sorted(steps)}; "
+            "a group is the rollouts of one task at one step",
+            location=_location(fmt, line) if line is not None else None,
+            field="group_id",
+        )
+
+
+def _insert_trajectories(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
+    before = con.execute("SELECT count(*) FROM trajectories").fetchall()[0][0]
+    con.execute(
+        """
+        INSERT INTO trajectories
+        SELECT r.resolved_id, r.task_id, r.step, r.group_id, r.reward, r.success,
+               action_pattern_from_names(r.action_names), CAST(r.actions AS JSON), CAST(r.messages AS JSON),
+               r.policy, CAST(r.meta AS JSON), $ingest_id
+        FROM ingest_resolved AS r
+        ANTI JOIN trajectories AS t ON t.trajectory_id = r.resolved_id
+        ORDER BY r._line
+        """,
+        {"ingest_id": ingest_id},
+    )
+    return con.execute("SELECT count(*) FROM trajectories").fetchall()[0][0] - before
+
+
+def _check_task_conflicts(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> None:
+    rows = con.execute(f"""
+        SELECT s._line, s.task_id FROM {_STAGED} AS s JOIN tasks AS t USING (task_id)
+        WHERE s.env IS DISTINCT FROM t.env OR s.prompt IS DISTINCT FROM t.prompt
+           OR s.source IS DISTINCT FROM t.source
+           OR json(s.spec) IS DISTINCT FROM json(t.spec) OR json(s.meta) IS DISTINCT FROM json(t.meta)
+        ORDER BY s._line LIMIT 1
+    """).fetchall()
+    if rows:
+        line, task_id = rows[0]
+        raise IngestError(
+            str(path),
+            f"task {task_id!r} is already in the store with different content; tasks are immutable, "
+            "give the new version a new task_id",
+            location=_location(fmt, line),
+            field="task_id",
+        )
+
+
+def _insert_tasks(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
+    before = con.execute("SELECT count(*) FROM tasks").fetchall()[0][0]
+    con.execute(
+        f"""
+        INSERT INTO tasks (task_id, env, prompt, spec, source, meta, ingest_id)
+        SELECT s.task_id, s.env, s.prompt, CAST(s.spec AS JSON), s.source, CAST(s.meta AS JSON), $ingest_id
+        FROM {_STAGED} AS s ANTI JOIN tasks AS t USING (task_id)
+        ORDER BY s._line
+        """,
+        {"ingest_id": ingest_id},
+    )
+    return con.execute("SELECT count(*) FROM tasks").fetchall()[0][0] - before
+
+
+def ingest_file(store: "Store", path: Path, *, kind: str, format: str | None = None) -> IngestReport:
+    """Validate and ingest one file of ``kind`` ('trajectories' or 'tasks') as one transaction."""
+    if store.read_only:
+        raise IngestError(str(path), "the store is open read-only")
+    fields = FIELDS[kind]
+    fmt = detect_format(path, format)
+    con = store.con
+    with store.transaction():
+        try:
+            sha = _open_source(con, path, fmt, fields)
+            _stage(con, path, fields)
+            records = con.execute(f"SELECT count(*) FROM {_STAGED}").fetchall()[0][0]
+            _check_values(con, path, fmt, fields)
+            ingest_id = con.execute(
+                "INSERT INTO ingests (kind, path, format, sha256, records, added) "
+                "VALUES ($kind, $path, $format, $sha, $records, 0) RETURNING ingest_id",
+                {"kind": kind, "path": str(path), "format": fmt, "sha": sha, "records": records},
+            ).fetchall()[0][0]
+            if kind == "trajectories":
+                _check_unique(con, path, fmt, "trajectory_id")
+                _resolve_trajectories(con, path, fmt)
+                added = _insert_trajectories(con, ingest_id)
+            else:
+                _check_unique(con, path, fmt, "task_id")
+                _check_task_conflicts(con, path, fmt)
+                added = _insert_tasks(con, ingest_id)
+            con.execute("UPDATE ingests SET added = $added WHERE ingest_id = $id", {"added": added, "id": ingest_id})
+        except duckdb.Error as exc:
+            raise IngestError(str(path), f"could not be ingested: {exc}") from exc
+        finally:
+            _drop_work_objects(con)
+    return IngestReport(str(path), kind, fmt, records, added, ingest_id)
