@@ -1,0 +1,50 @@
+"""The coevolve-engine command line: one module per command group, each command a few lines over the library."""
+
+from __future__ import annotations
+
+import click
+import duckdb
+
+from coevolve_engine import __version__
+from coevolve_engine.errors import CoevolveError
+
+
+class EngineGroup(click.Group):
+    """Turns the errors a user can act on into one-line messages instead of tracebacks."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except CoevolveError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except duckdb.Error as exc:
+            raise click.ClickException(f"SQL error: {exc}") from exc
+
+
+@click.group(cls=EngineGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="coevolve-engine")
+def cli() -> None:
+    """Co-evolve an LLM agent and its training tasks around one DuckDB store.
+
+    \b
+    First steps:
+      coevolve-engine init --sample          create ./coevolve.duckdb with a sample run in it
+      coevolve-engine signals                forgetting, boundary and rare-pattern signals
+      coevolve-engine query "select * from task_signals order by forgetting_events desc limit 5"
+
+    The store is ./coevolve.duckdb unless --db or $COEVOLVE_DB says otherwise.
+    """
+
+
+def _add_commands() -> None:
+    from coevolve_engine.cli import query, signals, store_commands
+
+    for module in (store_commands, query, signals):
+        module.register(cli)
+
+
+_add_commands()
+
+
+def main() -> None:
+    cli(prog_name="coevolve-engine")

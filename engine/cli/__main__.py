@@ -1,0 +1,3 @@
+from coevolve_engine.cli import main
+
+main()

@@ -1,0 +1,85 @@
+"""signals: a readable summary of forgetting, boundary and rare-pattern signals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.output import render_table
+from coevolve_engine.signals import SignalParams, summarise
+from coevolve_engine.store import Store
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+@click.command(
+    epilog="""\b
+Every figure can be recomputed with coevolve-engine query, e.g.
+  coevolve-engine query "select signal, count(*) from flagged_trajectories group by signal"
+  coevolve-engine query "select * from forgetting_with(w := 5, threshold := 0.5) order by task_id, step"
+  coevolve-engine query "select * from boundary order by step desc limit 20"
+  coevolve-engine query "select * from rare_patterns where rare order by share\""""
+)
+@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="A rollout succeeds when its reward is at least this (unless its record says otherwise).")
+@click.option("--window", "-w", "w", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Forgetting: compare a task's score with its W most recent earlier scores.")
+@click.option("--theta", type=click.FloatRange(0, 100, min_open=True), default=5.0, show_default=True,
+              help="Rare: a pattern whose share of all patterns so far is below THETA percent.")
+@click.option("--min-n", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Rare: only once at least this many trajectories have an action pattern.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Rows in each top list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@db_option
+@wait_option
+def signals(threshold: float, w: int, theta: float, min_n: int, top: int, as_json: bool, db: Path,
+            wait: float) -> None:
+    """Summarise where the agent is forgetting, uncertain (boundary) or rarely exercised (rare)."""
+    params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n)
+    with Store(db, read_only=True, wait=wait) as store:
+        summary = summarise(store, params, top=top)
+    if as_json:
+        click.echo(json.dumps({
+            "params": params.bind(), "totals": summary.totals, "detail": summary.detail,
+            "flagged_trajectories": summary.flagged_trajectories,
+            "by_signal": summary.by_signal.to_dicts(), "top_forgetting": summary.top_forgetting.to_dicts(),
+            "top_boundary": summary.top_boundary.to_dicts(), "rare": summary.rare.to_dicts(),
+        }, indent=2, default=str))
+        return
+    t, d = summary.totals, summary.detail
+    flags = {row["signal"]: row for row in summary.by_signal.to_dicts()}
+    echo = click.echo
+    if not t["trajectories"]:
+        echo(f"{db}: {t['tasks']} tasks and no trajectories yet; ingest some with "
+             "`coevolve-engine ingest trajectories FILE`")
+        return
+    echo(f"{db}: {t['tasks']} tasks, {t['trajectories']} trajectories of {t['attempted_tasks']} tasks in "
+         f"{t['groups']} groups, steps {t['first_step']}..{t['last_step']}")
+    echo(f"signals with threshold {threshold:g}, window {w}, theta {theta:g}%, min_n {min_n}:")
+    echo(f"  forgetting  {flags['forgetting']['flags']:>6} trajectories  fired at {d['forgetting_steps']} "
+         f"task-steps; {d['forgetting_events']} forgetting events in {d['tasks_that_forgot']} tasks")
+    echo(f"  boundary    {flags['boundary']['flags']:>6} trajectories  {d['boundary_groups']} of {t['groups']} "
+         f"groups mixed ({_pct(d['boundary_groups'], t['groups'])})")
+    echo(f"  rare        {flags['rare']['flags']:>6} trajectories  {d['rare_patterns']} of {d['patterns']} "
+         f"action patterns rare overall")
+    echo(f"  flagged     {summary.flagged_trajectories:>6} trajectories carry at least one signal "
+         f"({_pct(summary.flagged_trajectories, t['trajectories'])}); at step {t['last_step']}: "
+         + ", ".join(f"{name} {row['at_last_step']}" for name, row in flags.items()))
+    for title, frame in (
+        ("Tasks forgetting most", summary.top_forgetting),
+        ("Tasks most often on the boundary", summary.top_boundary),
+        ("Rare action patterns that flagged trajectories", summary.rare),
+    ):
+        echo(f"\n{title}:")
+        echo(render_table(frame) if frame.height else "  (none)")
+    echo('\nRecompute any figure: coevolve-engine query "select signal, count(*) from flagged_trajectories '
+         'group by signal"  (see --help for more)')
+
+
+def register(group: click.Group) -> None:
+    group.add_command(signals)

@@ -1,0 +1,98 @@
+"""init, ingest, migrations: create the store, load records into it, show its schema version."""
+
+from __future__ import annotations
+
+from importlib.resources import as_file, files
+from pathlib import Path
+
+import click
+
+from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.ingest import FORMATS
+from coevolve_engine.records import FIELDS
+from coevolve_engine.store import Store
+
+
+def _sample_files() -> list[tuple[str, str]]:
+    return [("tasks", "sample_tasks.jsonl"), ("trajectories", "sample_trajectories.jsonl")]
+
+
+@click.command()
+@db_option
+@wait_option
+@click.option("--sample", is_flag=True, help="Also load the bundled sample (12 tasks, their rollouts over 8 steps).")
+def init(db: Path, wait: float, sample: bool) -> None:
+    """Create the store (or migrate an existing one) and build its views."""
+    existed = db.exists()
+    with Store(db, wait=wait) as store:
+        applied = [name for name, done in store.migration_status() if done]
+        if sample:
+            for kind, name in _sample_files():
+                with as_file(files("coevolve_engine.data") / name) as path:
+                    report = store.ingest_tasks(path) if kind == "tasks" else store.ingest_trajectories(path)
+                click.echo(f"sample {kind}: {report.added} added, {report.skipped} already present")
+    verb = "opened" if existed else "created"
+    click.echo(f"{verb} store {db} (migrations: {', '.join(applied)})")
+
+
+def _field_help(kind: str) -> str:
+    lines = [f"  {f.name:<14}{'required' if f.required else 'optional':<10}{f.help}" for f in FIELDS[kind]]
+    return "\n".join(lines)
+
+
+@click.command(
+    epilog="\b\nTrajectory fields:\n" + _field_help("trajectories") + "\n\b\nTask fields:\n" + _field_help("tasks")
+)
+@click.argument("kind", type=click.Choice(["trajectories", "tasks"]))
+@click.argument("files_", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "format_", type=click.Choice(FORMATS), default=None,
+              help="Input format; by default from the extension (.jsonl, .parquet) or a dataset directory.")
+@db_option
+@wait_option
+def ingest(kind: str, files_: tuple[Path, ...], format_: str | None, db: Path, wait: float) -> None:
+    """Load trajectory or task records from JSON lines, Parquet or a saved `datasets` dataset.
+
+    Each FILE is one unit: it is checked whole and either ingested whole or not at all, and the error names
+    the file, line (or row) and field. Records already in the store are skipped, so ingesting the same file
+    twice adds nothing. Ingesting stops at the first file that fails; the files before it stay ingested.
+    """
+    with Store(db, wait=wait) as store:
+        for path in files_:
+            report = store.ingest_trajectories(path, format=format_) if kind == "trajectories" \
+                else store.ingest_tasks(path, format=format_)
+            click.echo(f"{path}: {report.records} records, {report.added} added, {report.skipped} already present")
+
+
+@click.command()
+@db_option
+@wait_option
+def migrations(db: Path, wait: float) -> None:
+    """List the store's migrations and whether each is applied (changes nothing)."""
+    if not db.exists():
+        from coevolve_engine import sqlfiles
+
+        for migration in sqlfiles.migrations():
+            click.echo(f"pending  {migration.name}")
+        return
+    import duckdb
+
+    from coevolve_engine.store import connect
+
+    con = connect(db, read_only=True, wait=wait)
+    try:
+        has_table = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_migrations'").fetchall()[0][0]
+        applied = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()} if has_table else set()
+    except duckdb.Error as exc:  # pragma: no cover - a file that is not a store
+        raise click.ClickException(f"{db}: {exc}") from exc
+    finally:
+        con.close()
+    from coevolve_engine import sqlfiles
+
+    for migration in sqlfiles.migrations():
+        click.echo(f"{'applied' if migration.name in applied else 'pending':<9}{migration.name}")
+
+
+def register(group: click.Group) -> None:
+    for command in (init, ingest, migrations):
+        group.add_command(command)

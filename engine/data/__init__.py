@@ -1,0 +1,1 @@
+"""Bundled sample data (tasks and trajectories) for the README's first command and the tests."""

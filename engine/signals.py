@@ -1,0 +1,141 @@
+"""A readable summary of the signals in a store. Every figure comes from one SQL query over the views,
+kept beside it so that it can be recomputed with `coevolve-engine query`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from coevolve_engine.store import Store
+
+
+@dataclass(frozen=True)
+class SignalParams:
+    """The signal constants (DESIGN.md section 2)."""
+
+    threshold: float = 0.5  # a rollout succeeds when reward >= threshold
+    w: int = 3  # forgetting window: the w most recent earlier scores
+    theta: float = 5.0  # rare: share of a pattern below theta percent
+    min_n: int = 50  # rare: only once at least min_n trajectories have a pattern
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
+        if self.w < 1:
+            raise ValueError(f"the forgetting window w must be at least 1, got {self.w}")
+        if not 0 < self.theta <= 100:
+            raise ValueError(f"theta is a percentage in (0, 100], got {self.theta}")
+        if self.min_n < 0:
+            raise ValueError(f"min_n must be >= 0, got {self.min_n}")
+
+    def bind(self) -> dict[str, float | int]:
+        return {"threshold": self.threshold, "w": self.w, "theta": self.theta, "min_n": self.min_n}
+
+
+TOTALS_SQL = """
+SELECT
+    (SELECT count(*) FROM tasks) AS tasks,
+    (SELECT count(DISTINCT task_id) FROM trajectories) AS attempted_tasks,
+    (SELECT count(*) FROM trajectories) AS trajectories,
+    (SELECT count(DISTINCT group_id) FROM trajectories) AS groups,
+    (SELECT min(step) FROM trajectories) AS first_step,
+    (SELECT max(step) FROM trajectories) AS last_step
+"""
+
+SIGNALS_SQL = """
+WITH flags AS (SELECT * FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta,
+                                                       min_n := $min_n))
+SELECT s.signal,
+       count(f.trajectory_id) AS flags,
+       count(f.trajectory_id) FILTER (WHERE f.step = (SELECT max(step) FROM trajectories)) AS at_last_step
+FROM (VALUES ('forgetting'), ('boundary'), ('rare')) AS s(signal)
+LEFT JOIN flags AS f USING (signal)
+GROUP BY s.signal
+ORDER BY array_position(['forgetting', 'boundary', 'rare'], s.signal)
+"""
+
+FLAGGED_SQL = """
+SELECT count(DISTINCT trajectory_id) AS flagged_trajectories
+FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+"""
+
+DETAIL_SQL = """
+SELECT
+    (SELECT count(*) FROM forgetting_with(w := $w, threshold := $threshold)) AS forgetting_steps,
+    (SELECT coalesce(sum(forgetting_events), 0) FROM forgetting_events_with(threshold := $threshold))
+        AS forgetting_events,
+    (SELECT count(*) FROM forgetting_events_with(threshold := $threshold) WHERE forgetting_events > 0)
+        AS tasks_that_forgot,
+    (SELECT count(*) FROM boundary_with(threshold := $threshold)) AS boundary_groups,
+    (SELECT count(*) FROM rare_patterns_with(theta := $theta, min_n := $min_n)) AS patterns,
+    (SELECT count(*) FROM rare_patterns_with(theta := $theta, min_n := $min_n) WHERE rare) AS rare_patterns
+"""
+
+TOP_FORGETTING_SQL = """
+SELECT task_id, forgetting_events, forgetting_flags, scored_steps, latest_step, round(latest_score, 3) AS latest_score
+FROM task_signals_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+WHERE forgetting_events > 0 OR forgetting_flags > 0
+ORDER BY forgetting_events DESC, forgetting_flags DESC, task_id
+LIMIT $top
+"""
+
+TOP_BOUNDARY_SQL = """
+SELECT task_id, boundary_groups, groups, round(boundary_share, 3) AS boundary_share, round(latest_score, 3) AS latest_score
+FROM task_signals_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+WHERE boundary_groups > 0
+ORDER BY boundary_share DESC, boundary_groups DESC, task_id
+LIMIT $top
+"""
+
+RARE_SQL = """
+SELECT action_pattern, trajectories, round(100 * share, 2) AS share_pct, rare_trajectories, first_step, last_step
+FROM rare_patterns_with(theta := $theta, min_n := $min_n)
+WHERE rare_trajectories > 0
+ORDER BY share, action_pattern
+LIMIT $top
+"""
+
+
+@dataclass
+class SignalSummary:
+    params: SignalParams
+    totals: dict
+    detail: dict
+    flagged_trajectories: int
+    by_signal: pl.DataFrame
+    top_forgetting: pl.DataFrame
+    top_boundary: pl.DataFrame
+    rare: pl.DataFrame
+    queries: dict[str, str] = field(default_factory=dict)
+
+
+def _used(sql: str, values: dict) -> dict:
+    """The parameters that ``sql`` refers to (DuckDB refuses unused ones)."""
+    names = set(re.findall(r"\$(\w+)", sql))
+    return {name: value for name, value in values.items() if name in names}
+
+
+def summarise(store: Store, params: SignalParams | None = None, top: int = 5) -> SignalSummary:
+    """Compute the summary that `coevolve-engine signals` prints."""
+    params = params or SignalParams()
+    values = {**params.bind(), "top": top}
+
+    def frame(sql: str) -> pl.DataFrame:
+        return store.sql(sql, _used(sql, values))
+
+    return SignalSummary(
+        params=params,
+        totals=frame(TOTALS_SQL).row(0, named=True),
+        detail=frame(DETAIL_SQL).row(0, named=True),
+        flagged_trajectories=store.scalar(FLAGGED_SQL, _used(FLAGGED_SQL, values)),
+        by_signal=frame(SIGNALS_SQL),
+        top_forgetting=frame(TOP_FORGETTING_SQL),
+        top_boundary=frame(TOP_BOUNDARY_SQL),
+        rare=frame(RARE_SQL),
+        queries={
+            "totals": TOTALS_SQL, "by_signal": SIGNALS_SQL, "flagged": FLAGGED_SQL, "detail": DETAIL_SQL,
+            "top_forgetting": TOP_FORGETTING_SQL, "top_boundary": TOP_BOUNDARY_SQL, "rare": RARE_SQL,
+        },
+    )
