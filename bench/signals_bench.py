@@ -40,7 +40,9 @@ def generate(path: Path, n: int, tasks: int, steps: int, group: int, seed: int) 
     rng = np.random.default_rng(seed)
     groups_per_step = max(1, min(tasks, n // (group * steps)))
     task_names = pa.array([f"task-{i:06d}" for i in range(tasks)])
-    base = rng.beta(1.2, 1.2, tasks)
+    # task difficulty is U-shaped, as in RL on a fixed task set: many tasks nearly always or never solved,
+    # so about half of the groups have mixed outcomes (the paper's boundary share is about half)
+    base = rng.beta(0.4, 0.4, tasks)
     phase = rng.uniform(0, 2 * math.pi, tasks)
     # a pool of action patterns with Zipf-like frequencies, so that a few are rare
     pool_size = 300
@@ -55,10 +57,10 @@ def generate(path: Path, n: int, tasks: int, steps: int, group: int, seed: int) 
     for step in range(steps):
         chosen = rng.choice(tasks, groups_per_step, replace=False)
         task_index = np.repeat(chosen, group)
-        p = np.clip(base[task_index] + 0.35 * np.sin(step / 4 + phase[task_index]), 0, 1)
+        p = np.clip(base[task_index] + 0.25 * np.sin(step / 4 + phase[task_index]), 0, 1)
         reward = (rng.random(task_index.size) < p).astype(np.float64)
-        partial = rng.random(task_index.size) < 0.1
-        reward[partial] = np.round(rng.random(partial.sum()), 3)
+        partial = (reward == 0) & (rng.random(task_index.size) < 0.2)  # partial credit below the threshold
+        reward[partial] = np.round(rng.random(partial.sum()) * 0.5, 3)
         actions = pool_array.take(pa.array(rng.choice(pool_size, task_index.size, p=pool_weights)))
         chunks.append(pa.table({
             "task_id": task_names.take(pa.array(task_index)),
@@ -224,6 +226,9 @@ def main() -> int:
             store.execute(f"CREATE OR REPLACE TEMP TABLE bench_{view} AS SELECT * FROM {view}")
             sql_times[view] = time.perf_counter() - start
         sql_frames = {view: store.sql(f"SELECT * FROM bench_{view}") for view in VIEWS}
+        groups, mixed = store.execute("SELECT count(*), count(*) FILTER (WHERE successes > 0 AND successes < rollouts) "
+                                      "FROM group_outcomes").fetchall()[0]
+        print(f"groups with mixed outcomes: {mixed:,} of {groups:,} ({100 * mixed / groups:.1f}%)")
         frame = store.execute(
             "SELECT trajectory_id, task_id, step, group_id, reward, success, action_pattern FROM trajectories"
         ).df()
