@@ -230,7 +230,7 @@ def main() -> int:
                                       "FROM group_outcomes").fetchall()[0]
         print(f"groups with mixed outcomes: {mixed:,} of {groups:,} ({100 * mixed / groups:.1f}%)")
         frame = store.execute(
-            "SELECT trajectory_id, task_id, step, group_id, reward, success, action_pattern FROM trajectories"
+            "SELECT trajectory_id, task_id, step, group_id, reward, success, action_pattern FROM scored_trajectories"
         ).df()
         task_ids = store.execute("SELECT task_id FROM tasks").df()["task_id"]
 

@@ -14,21 +14,30 @@ Any failure rolls the whole file back: the store is left exactly as it was.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import duckdb
 
 from coevolve_engine.errors import IngestError
-from coevolve_engine.ingest_sources import FORMATS, SOURCE, detect_format, drop_source, open_source
+from coevolve_engine.ingest_sources import (
+    FORMATS,
+    SOURCE,
+    detect_format,
+    drop_source,
+    open_source,
+    table_from_records,
+)
 from coevolve_engine.records import FIELDS, KIND_NAMES, Field
 from coevolve_engine.sqlident import quote_ident
 
 if TYPE_CHECKING:
     from coevolve_engine.store import Store
 
-__all__ = ["FORMATS", "IngestReport", "detect_format", "ingest_file"]
+__all__ = ["FORMATS", "IngestReport", "detect_format", "ingest_file", "ingest_records"]
 
 _STAGED = "ingest_staged"
 
@@ -142,7 +151,8 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
 
 
 def _location(fmt: str, line: int) -> str:
-    return f"{'line' if fmt == 'jsonl' else 'row'} {line}"
+    unit = {"jsonl": "line", "records": "record"}.get(fmt, "row")
+    return f"{unit} {line}"
 
 
 def _check_values(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: tuple[Field, ...]) -> None:
@@ -190,7 +200,7 @@ def _resolve_trajectories(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
                 SELECT * EXCLUDE (group_id),
                        coalesce(group_id, task_id || '@' || CAST(step AS VARCHAR)) AS group_id,
                        md5(to_json(struct_pack(task_id, step, group_id, reward, success, actions, messages,
-                                               policy, meta))) AS content_hash
+                                               policy, error, meta))) AS content_hash
                 FROM {_STAGED}
             )
         )
@@ -224,10 +234,11 @@ def _insert_trajectories(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
     before = con.execute("SELECT count(*) FROM trajectories").fetchall()[0][0]
     con.execute(
         """
-        INSERT INTO trajectories
+        INSERT INTO trajectories (trajectory_id, task_id, step, group_id, reward, success, action_pattern,
+                                  actions, messages, policy, meta, ingest_id, error)
         SELECT r.resolved_id, r.task_id, r.step, r.group_id, r.reward, r.success,
                action_pattern_from_names(r.action_names), CAST(r.actions AS JSON), CAST(r.messages AS JSON),
-               r.policy, CAST(r.meta AS JSON), $ingest_id
+               r.policy, CAST(r.meta AS JSON), $ingest_id, r.error
         FROM ingest_resolved AS r
         ANTI JOIN trajectories AS t ON t.trajectory_id = r.resolved_id
         ORDER BY r._line
@@ -281,21 +292,43 @@ def _drop_work_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 def ingest_file(store: "Store", path: Path, *, kind: str, format: str | None = None) -> IngestReport:
     """Validate and ingest one file of ``kind`` ('trajectories' or 'tasks') as one transaction."""
-    if store.read_only:
-        raise IngestError(str(path), "the store is open read-only")
-    fields = FIELDS[kind]
     fmt = detect_format(path, format)
+    return _ingest(store, str(path), fmt, kind, lambda con: open_source(con, path, fmt, FIELDS[kind]))
+
+
+def ingest_records(
+    store: "Store", records: Iterable[dict[str, Any]], *, kind: str, label: str = "records"
+) -> IngestReport:
+    """Validate and ingest in-memory records (dicts in the record format) as one transaction; errors name
+    ``label`` and the record's 1-based position."""
+    records = list(records)
+
+    def register(con: duckdb.DuckDBPyConnection) -> str:
+        con.register(SOURCE, table_from_records(enumerate(records, start=1), FIELDS[kind], label, unit="record"))
+        canonical = json.dumps(records, sort_keys=True, default=str).encode()
+        return hashlib.sha256(canonical).hexdigest()
+
+    return _ingest(store, label, "records", kind, register)
+
+
+def _ingest(
+    store: "Store", label: str, fmt: str, kind: str, register: Callable[[duckdb.DuckDBPyConnection], str]
+) -> IngestReport:
+    if store.read_only:
+        raise IngestError(label, "the store is open read-only")
+    fields = FIELDS[kind]
+    path = Path(label)
     con = store.con
     with store.transaction():
         try:
-            sha = open_source(con, path, fmt, fields)
+            sha = register(con)
             _stage(con, path, fields)
             records = con.execute(f"SELECT count(*) FROM {_STAGED}").fetchall()[0][0]
             _check_values(con, path, fmt, fields)
             ingest_id = con.execute(
                 "INSERT INTO ingests (kind, path, format, sha256, records, added) "
                 "VALUES ($kind, $path, $format, $sha, $records, 0) RETURNING ingest_id",
-                {"kind": kind, "path": str(path), "format": fmt, "sha": sha, "records": records},
+                {"kind": kind, "path": label, "format": fmt, "sha": sha, "records": records},
             ).fetchall()[0][0]
             if kind == "trajectories":
                 _check_unique(con, path, fmt, "trajectory_id")
@@ -307,8 +340,8 @@ def ingest_file(store: "Store", path: Path, *, kind: str, format: str | None = N
                 added = _insert_tasks(con, ingest_id)
             con.execute("UPDATE ingests SET added = $added WHERE ingest_id = $id", {"added": added, "id": ingest_id})
         except duckdb.Error as exc:
-            raise IngestError(str(path), f"could not be ingested: {exc}") from exc
+            raise IngestError(label, f"could not be ingested: {exc}") from exc
         finally:
             drop_source(con)
             _drop_work_tables(con)
-    return IngestReport(str(path), kind, fmt, records, added, ingest_id)
+    return IngestReport(label, kind, fmt, records, added, ingest_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -51,52 +51,67 @@ _ARROW_TYPES = {
 }
 
 
-def _read_jsonl(path: Path, fields: tuple[Field, ...]) -> tuple[pa.Table, str]:
-    """Parse and type-check a JSON-lines file; returns the source table and the file's sha256."""
+def table_from_records(
+    records: Iterable[tuple[int, Any]], fields: tuple[Field, ...], label: str, unit: str = "line"
+) -> pa.Table:
+    """Type-check parsed records, numbered by ``unit`` ('line' or 'record'), into a source table."""
     by_name = {f.name: f for f in fields}
     columns: dict[str, list[Any]] = {f.name: [] for f in fields}
     lines: list[int] = []
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            digest.update(raw)
-            text = raw.strip()
-            if not text:
-                continue
-            where = f"line {number}"
-            try:
-                record = json.loads(text)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise IngestError(str(path), f"not valid JSON ({exc})", location=where) from None
-            if not isinstance(record, dict):
-                raise IngestError(str(path), f"expected a JSON object, got {json_kind(record)}", location=where)
-            unknown = sorted(set(record) - set(by_name))
-            if unknown:
+    for number, record in records:
+        where = f"{unit} {number}"
+        if not isinstance(record, dict):
+            raise IngestError(label, f"expected a JSON object, got {json_kind(record)}", location=where)
+        unknown = sorted(set(record) - set(by_name))
+        if unknown:
+            raise IngestError(
+                label,
+                f"unknown field; known fields: {', '.join(by_name)} (put anything else under 'meta')",
+                location=where,
+                field=unknown[0],
+            )
+        for name, field in by_name.items():
+            value = record.get(name)
+            if value is None:
+                if field.required:
+                    raise IngestError(label, "required field is missing", location=where, field=name)
+            elif not matches(field.kind, value):
                 raise IngestError(
-                    str(path),
-                    f"unknown field; known fields: {', '.join(by_name)} (put anything else under 'meta')",
+                    label,
+                    f"expected {KIND_NAMES[field.kind]}, got {json_kind(value)} {_preview(value)}",
                     location=where,
-                    field=unknown[0],
+                    field=name,
                 )
-            for name, field in by_name.items():
-                value = record.get(name)
-                if value is None:
-                    if field.required:
-                        raise IngestError(str(path), "required field is missing", location=where, field=name)
-                elif not matches(field.kind, value):
-                    raise IngestError(
-                        str(path),
-                        f"expected {KIND_NAMES[field.kind]}, got {json_kind(value)} {_preview(value)}",
-                        location=where,
-                        field=name,
-                    )
-                elif field.kind in ("list", "object"):
+            elif field.kind in ("list", "object"):
+                try:
                     value = json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
-                columns[name].append(value)
-            lines.append(number)
+                except (TypeError, ValueError) as exc:
+                    raise IngestError(label, f"not representable as JSON ({exc})", location=where, field=name) from None
+            columns[name].append(value)
+        lines.append(number)
     arrays = {name: pa.array(values, type=_ARROW_TYPES[by_name[name].kind]) for name, values in columns.items()}
     arrays["_line"] = pa.array(lines, type=pa.int64())
-    return pa.table(arrays), digest.hexdigest()
+    return pa.table(arrays)
+
+
+def _read_jsonl(path: Path, fields: tuple[Field, ...]) -> tuple[pa.Table, str]:
+    """Parse and type-check a JSON-lines file; returns the source table and the file's sha256."""
+    digest = hashlib.sha256()
+
+    def parsed() -> Iterator[tuple[int, Any]]:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                digest.update(raw)
+                text = raw.strip()
+                if not text:
+                    continue
+                try:
+                    yield number, json.loads(text)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise IngestError(str(path), f"not valid JSON ({exc})", location=f"line {number}") from None
+
+    table = table_from_records(parsed(), fields, str(path))
+    return table, digest.hexdigest()
 
 
 def _preview(value: Any) -> str:

@@ -29,6 +29,7 @@ TRAJECTORY_FIELDS: tuple[Field, ...] = (
     Field("messages", "list", False, "OpenAI-style chat messages"),
     Field("policy", "str", False, "checkpoint id of the policy"),
     Field("trajectory_id", "str", False, "unique id; default a hash of the record, so re-ingesting adds nothing"),
+    Field("error", "str", False, "a fault outside the agent that cut it short; kept, but left out of signals"),
     Field("meta", "object", False, "anything else, as a JSON object"),
 )
 

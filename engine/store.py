@@ -192,6 +192,12 @@ class Store:
 
         return ingest_file(self, Path(path), kind="trajectories", format=format)
 
+    def add_records(self, kind: str, records, *, label: str = "records"):
+        """Ingest in-memory records ('trajectories' or 'tasks') as one unit, with the same checks as files."""
+        from coevolve_engine.ingest import ingest_records
+
+        return ingest_records(self, records, kind=kind, label=label)
+
     def ingest_tasks(self, path: str | os.PathLike[str], *, format: str | None = None):
         """Ingest one file of task records as one unit; see ``coevolve_engine.ingest``."""
         from coevolve_engine.ingest import ingest_file

@@ -206,3 +206,17 @@ def test_read_only_store_refuses_ingest(db_path, jsonl):
     with Store(db_path, read_only=True) as store:
         with pytest.raises(IngestError, match="read-only"):
             store.ingest_trajectories(jsonl(GOOD))
+
+
+def test_in_memory_records_share_the_checks(store):
+    report = store.add_records("trajectories", GOOD, label="rollout batch 1")
+    assert (report.format, report.added) == ("records", 3)
+    assert store.add_records("trajectories", GOOD, label="rollout batch 1").added == 0
+    before = snapshot(store)
+    with pytest.raises(IngestError) as info:
+        store.add_records("trajectories", [GOOD[0], {"task_id": "a", "step": 1, "reward": float("nan")}],
+                          label="rollout batch 2")
+    assert str(info.value).startswith("rollout batch 2, record 2, field 'reward'")
+    with pytest.raises(IngestError, match="record 1, field 'meta': not representable as JSON"):
+        store.add_records("trajectories", [{**GOOD[0], "meta": {"x": float("inf")}}], label="b")
+    assert snapshot(store) == before

@@ -232,3 +232,11 @@ def test_action_pattern(store, names, expected):
     actions = json.dumps([{"name": n, "arguments": {}} for n in names])
     assert store.scalar("SELECT action_pattern(CAST($a AS JSON))", {"a": actions}) == expected
     assert store.scalar("SELECT action_pattern_from_names(CAST($n AS VARCHAR[]))", {"n": names}) == expected
+
+
+def test_rollouts_cut_short_by_a_fault_flag_nothing(load):
+    faulty = {**traj("a", 2, 0.0), "error": "HTTP 500 from the model server"}
+    store = load(scores("a", 1.0) + [faulty, faulty])
+    assert rows(store, "SELECT * FROM task_steps") == [("a", 1, 1, 1, 1.0)]
+    assert rows(store, "SELECT * FROM flagged_trajectories") == []
+    assert rows(store, "SELECT count(*) FROM trajectories WHERE error IS NOT NULL") == [(2,)]

@@ -26,6 +26,8 @@ def _random_records(rng: random.Random, n_tasks: int, steps: int) -> list[dict]:
                           "reward": rng.choice([0.0, 1.0, 0.5, 0.25, round(rng.random(), 2)])}
                 if rng.random() < 0.1:
                     record["success"] = rng.random() < 0.5
+                if rng.random() < 0.05:
+                    record["error"] = "the model server timed out"
                 if rng.random() < 0.9:
                     names = rng.choices("abcdefg", weights=[30, 20, 10, 5, 2, 1, 1], k=rng.randint(0, 4))
                     record["actions"] = [{"name": name} for name in names]
@@ -37,10 +39,14 @@ def _random_records(rng: random.Random, n_tasks: int, steps: int) -> list[dict]:
 def test_views_match_reference(store, jsonl, seed):
     rng = random.Random(seed)
     store.ingest_tasks(jsonl([{"task_id": f"t{i}"} for i in range(0, 14, 3)] + [{"task_id": "unseen"}]))
-    store.ingest_trajectories(jsonl(_random_records(rng, n_tasks=12, steps=rng.randint(1, 9))))
+    records = _random_records(rng, n_tasks=12, steps=rng.randint(1, 9))
+    records[0]["error"] = "the environment raised"  # at least one rollout cut short by a fault
+    store.ingest_trajectories(jsonl(records))
     trajectories = [ref.Trajectory(*row) for row in store.execute(
-        "SELECT trajectory_id, task_id, step, group_id, reward, success, action_pattern FROM trajectories"
+        "SELECT trajectory_id, task_id, step, group_id, reward, success, action_pattern FROM trajectories "
+        "WHERE error IS NULL"
     ).fetchall()]
+    assert store.scalar("SELECT count(*) FROM trajectories WHERE error IS NOT NULL") > 0
     task_ids = [row[0] for row in store.execute("SELECT task_id FROM tasks").fetchall()]
     threshold = rng.choice([0.5, 0.25, 1.0])
     w = rng.choice([1, 2, 3, 5])

@@ -7,7 +7,7 @@
 --   p            group success rate, successes / rollouts
 --   variance     Bernoulli variance p * (1 - p)
 --   mean_reward  mean reward of the group
--- requires: (none)
+-- requires: scored_trajectories
 CREATE OR REPLACE MACRO group_outcomes_with(threshold := 0.5) AS TABLE
 SELECT
     group_id,
@@ -26,6 +26,6 @@ FROM (
         count(*) AS rollouts,
         count(*) FILTER (WHERE coalesce(success, reward >= threshold)) AS successes,
         avg(reward) AS mean_reward
-    FROM trajectories
+    FROM scored_trajectories
     GROUP BY group_id
 );

@@ -8,11 +8,11 @@
 --   share           cumulative / seen
 --   rare            seen >= min_n AND share < theta / 100
 -- Trajectories whose actions were not recorded (action_pattern NULL) have no pattern and are not counted.
--- requires: (none)
+-- requires: scored_trajectories
 CREATE OR REPLACE MACRO pattern_steps_with(theta := 5, min_n := 50) AS TABLE
 WITH per_step AS (
     SELECT action_pattern, step, count(*) AS trajectories
-    FROM trajectories
+    FROM scored_trajectories
     WHERE action_pattern IS NOT NULL
     GROUP BY action_pattern, step
 ),

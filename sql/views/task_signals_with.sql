@@ -10,7 +10,7 @@
 --   boundary_groups     groups with mixed outcomes
 --   boundary_share      boundary_groups / groups
 --   rare_trajectories   its trajectories whose action pattern was rare at their step
--- requires: task_history_with, group_outcomes_with, pattern_steps_with
+-- requires: scored_trajectories, task_history_with, group_outcomes_with, pattern_steps_with
 CREATE OR REPLACE MACRO task_signals_with(threshold := 0.5, w := 3, theta := 5, min_n := 50) AS TABLE
 WITH history AS (
     SELECT task_id, max(step) AS latest_step, arg_max(score, step) AS latest_score, count(*) AS scored_steps,
@@ -32,7 +32,7 @@ groups AS (
 ),
 rare AS (
     SELECT t.task_id, count(*) AS rare_trajectories
-    FROM trajectories AS t
+    FROM scored_trajectories AS t
     JOIN (SELECT action_pattern, step FROM pattern_steps_with(theta := theta, min_n := min_n) WHERE rare) AS r
       ON r.action_pattern = t.action_pattern AND r.step = t.step
     GROUP BY t.task_id

@@ -4,7 +4,7 @@
 --   rollouts   rollouts of the task at that step
 --   successes  rollouts that succeeded (success as recorded, else reward >= threshold)
 --   score      the task's score at the step: the mean reward of those rollouts
--- requires: (none)
+-- requires: scored_trajectories
 CREATE OR REPLACE MACRO task_steps_with(threshold := 0.5) AS TABLE
 SELECT
     task_id,
@@ -12,5 +12,5 @@ SELECT
     count(*) AS rollouts,
     count(*) FILTER (WHERE coalesce(success, reward >= threshold)) AS successes,
     avg(reward) AS score
-FROM trajectories
+FROM scored_trajectories
 GROUP BY task_id, step;
