@@ -1,0 +1,226 @@
+"""Tool calls parsed out of model output, without ever evaluating it.
+
+A model asks for tools in one of three shapes, and ``parse_tool_calls`` reads all of them:
+
+- JSON, OpenAI style: ``{"name": "cd", "arguments": {"folder": "docs"}}`` (``arguments`` may also be a JSON
+  string), an OpenAI ``tool_calls`` entry ``{"type": "function", "function": {...}}``, or a list of these;
+- Qwen / Hermes style: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` blocks inside free text;
+- Python call syntax: ``cd(folder='docs')``, ``[f(a=1), g('x')]`` or one call per line. The text is parsed
+  with ``ast``; every argument must be a literal (``ast.literal_eval`` on the argument node). Positional
+  arguments are named from the tool's parameter order, so they need the tool schemas.
+
+Anything else - attribute calls such as ``os.system(...)`` (unless the dotted name is itself a declared
+tool), ``__import__``, variables, nested calls, lambdas, comprehensions, f-strings, ``*args``/``**kwargs`` -
+raises ``CallParseError`` saying what was refused and where. Nothing is ever passed to ``eval``/``exec``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from coevolve_engine.adapters.environments.base import ToolCall
+
+_TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+class CallParseError(ValueError):
+    """Model output that is not a well-formed, literal-only tool call."""
+
+
+def parameter_order(schemas: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Tool name -> its parameter names in declaration order.
+
+    Accepts OpenAI tool schemas (``{"type": "function", "function": {...}}``), bare function schemas, and
+    BFCL function docs (``{"name", "parameters": {"properties": ...}}``).
+    """
+    order: dict[str, list[str]] = {}
+    for schema in schemas:
+        function = schema.get("function", schema)
+        name = function.get("name")
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        if isinstance(name, str):
+            order[name] = list(properties)
+    return order
+
+
+def parse_tool_calls(
+    text: str, schemas: Iterable[Mapping[str, Any]] | Mapping[str, Sequence[str]] | None = None
+) -> list[ToolCall]:
+    """Every tool call in ``text``: Qwen blocks, JSON, or Python call syntax, tried in that order.
+
+    ``schemas`` (tool schemas, or a ready ``parameter_order`` mapping) names positional arguments and
+    lets dotted tool names such as ``math.factorial`` through.
+    """
+    if not isinstance(text, str):
+        raise CallParseError(f"model output must be text, got {type(text).__name__}")
+    order = _as_order(schemas)
+    blocks = _TOOL_CALL_BLOCK.findall(text)
+    if blocks:
+        calls: list[ToolCall] = []
+        for index, block in enumerate(blocks):
+            try:
+                payload = json.loads(block)
+            except json.JSONDecodeError as exc:
+                raise CallParseError(f"<tool_call> block {index} is not JSON: {exc}") from None
+            calls.extend(parse_json_calls(payload))
+        return calls
+    stripped = text.strip()
+    if not stripped:
+        raise CallParseError("model output is empty: no tool call")
+    if stripped[0] in "{[":
+        try:
+            payload = json.loads(stripped)
+        except json.JSONDecodeError:
+            payload = None
+        if payload is not None:
+            return parse_json_calls(payload)
+    return parse_python_calls(stripped, order)
+
+
+def parse_json_calls(payload: Any) -> list[ToolCall]:
+    """Tool calls from decoded JSON: one call object or a list of them."""
+    items = payload if isinstance(payload, list) else [payload]
+    return [_json_call(item, index) for index, item in enumerate(items)]
+
+
+def _json_call(item: Any, index: int) -> ToolCall:
+    if not isinstance(item, dict):
+        raise CallParseError(f"tool call {index} must be a JSON object, got {type(item).__name__}")
+    call_id = item.get("id") if isinstance(item.get("id"), str) else None
+    function = item.get("function") if isinstance(item.get("function"), dict) else item
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise CallParseError(f"tool call {index} has no string 'name'")
+    arguments = function.get("arguments", function.get("parameters", {}))
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise CallParseError(f"tool call {index} ({name}): arguments are not valid JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise CallParseError(
+            f"tool call {index} ({name}): arguments must be an object, got {type(arguments).__name__}"
+        )
+    return ToolCall(name, arguments, call_id)
+
+
+def parse_python_calls(
+    text: str, schemas: Iterable[Mapping[str, Any]] | Mapping[str, Sequence[str]] | None = None
+) -> list[ToolCall]:
+    """Tool calls written as Python: one call, a list or tuple of calls, or one call per line."""
+    order = _as_order(schemas)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+        nodes = _call_nodes(tree.body)
+    except SyntaxError:
+        try:
+            module = ast.parse(text.strip(), mode="exec")
+        except SyntaxError as exc:
+            raise CallParseError(f"not a Python call: {exc.msg} (line {exc.lineno})") from None
+        nodes = []
+        for statement in module.body:
+            if not isinstance(statement, ast.Expr):
+                raise CallParseError(
+                    f"line {statement.lineno}: only calls are allowed, found {type(statement).__name__}"
+                )
+            nodes.extend(_call_nodes(statement.value))
+    return [_python_call(node, order) for node in nodes]
+
+
+def _call_nodes(node: ast.expr) -> list[ast.Call]:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        elements = node.elts
+    else:
+        elements = [node]
+    for element in elements:
+        if not isinstance(element, ast.Call):
+            raise CallParseError(
+                f"expected a function call, found {type(element).__name__} "
+                f"{_snippet(element)!r}"
+            )
+    return list(elements)  # type: ignore[arg-type]
+
+
+def _python_call(node: ast.Call, order: Mapping[str, Sequence[str]]) -> ToolCall:
+    name = _function_name(node.func, order)
+    arguments: dict[str, Any] = {}
+    parameters = order.get(name)
+    for position, argument in enumerate(node.args):
+        if isinstance(argument, ast.Starred):
+            raise CallParseError(f"{name}: *args are not allowed")
+        if parameters is None:
+            raise CallParseError(
+                f"{name}: positional argument {position} cannot be named without the tool's schema"
+            )
+        if position >= len(parameters):
+            raise CallParseError(
+                f"{name}: takes at most {len(parameters)} positional arguments, got {len(node.args)}"
+            )
+        arguments[parameters[position]] = _literal(argument, name, f"positional argument {position}")
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            raise CallParseError(f"{name}: **kwargs are not allowed")
+        if keyword.arg in arguments:
+            raise CallParseError(f"{name}: argument {keyword.arg!r} given twice")
+        arguments[keyword.arg] = _literal(keyword.value, name, f"argument {keyword.arg!r}")
+    return ToolCall(name, arguments)
+
+
+def _function_name(func: ast.expr, order: Mapping[str, Sequence[str]]) -> str:
+    if isinstance(func, ast.Name):
+        if func.id.startswith("__"):
+            raise CallParseError(f"call to {func.id!r} is not allowed")
+        return func.id
+    dotted = _dotted_name(func)
+    if dotted is not None and dotted in order:
+        return dotted
+    raise CallParseError(
+        f"only calls to declared tools are allowed, not {_snippet(func)!r}"
+        + (" (attribute calls are refused)" if isinstance(func, ast.Attribute) else "")
+    )
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _literal(node: ast.expr, function: str, what: str) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise CallParseError(
+            f"{function}: {what} is not a literal ({type(node).__name__} {_snippet(node)!r})"
+        ) from None
+
+
+def _snippet(node: ast.AST, limit: int = 60) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_order(
+    schemas: Iterable[Mapping[str, Any]] | Mapping[str, Sequence[str]] | None,
+) -> Mapping[str, Sequence[str]]:
+    if schemas is None:
+        return {}
+    if isinstance(schemas, Mapping):
+        return schemas
+    return parameter_order(schemas)
+
+
+def format_python_call(call: ToolCall) -> str:
+    """``call`` as a Python call string with keyword arguments, e.g. ``cd(folder='docs')``."""
+    arguments = ", ".join(f"{key}={value!r}" for key, value in call.arguments.items())
+    return f"{call.name}({arguments})"
