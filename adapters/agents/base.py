@@ -1,0 +1,84 @@
+"""The agent contract: a policy that answers a chat with text or tool calls.
+
+An agent implements one method, ``complete(messages, tools) -> ModelReply``, and inherits the episode
+driver through ``run`` (start a fresh episode of a task and play it) and ``run_episode`` (play an episode
+already started). ``complete`` raises ``AgentFault`` for anything that is not the model's own answer: a
+server error after retries, a timeout, a response that is not a chat completion. The driver turns a fault
+into a finished ``Rollout`` with ``error`` set; it never raises out of ``run`` for one rollout.
+
+Agents are shared by the worker threads of ``run_rollouts``: ``complete`` must be safe to call
+concurrently (hold no per-episode state on the agent).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .tool_parsing import ParsedCall
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..environments.base import Environment, Episode
+    from .rollout import Rollout
+
+
+class AgentFault(RuntimeError):
+    """A model call that produced no usable answer (server error, timeout, malformed response)."""
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    """Bounds on one episode; exceeding either ends the rollout as a failure."""
+
+    max_steps: int = field(default=30, metadata={"help": "environment steps (tool calls executed) per episode"})
+    max_model_calls_per_turn: int = field(
+        default=10, metadata={"help": "model calls within one user turn before the rollout is cut off"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 0:
+            raise ValueError(f"max_steps must be >= 0, got {self.max_steps}")
+        if self.max_model_calls_per_turn < 1:
+            raise ValueError(
+                f"max_model_calls_per_turn must be >= 1 (the model must answer each turn at least once), "
+                f"got {self.max_model_calls_per_turn}"
+            )
+
+
+@dataclass
+class ModelReply:
+    """One model answer: the text outside tool calls, the calls in order, and what the call cost."""
+
+    content: str | None
+    calls: list[ParsedCall] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    latency_s: float = 0.0
+    retries: int = 0
+    finish_reason: str | None = None
+
+
+class Agent(ABC):
+    """A policy that plays episodes. Subclasses set ``policy``, ``limits``, ``system_prompt``."""
+
+    policy: str = "agent"
+    limits: EpisodeLimits = EpisodeLimits()
+    system_prompt: str | None = None
+
+    @abstractmethod
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        """Answer the chat so far. Raises AgentFault when no usable answer came back."""
+
+    def run_episode(self, episode: "Episode", task_id: str | None = None) -> "Rollout":
+        """Play a started episode to its end and return the rollout; never raises for one rollout's faults."""
+        from .driver import run_episode
+
+        return run_episode(episode, self, task_id=task_id)
+
+    def run(self, env: "Environment", task_id: str, spec: dict[str, Any]) -> "Rollout":
+        """Start a fresh episode of the task and play it."""
+        from .driver import run_task
+
+        return run_task(env, task_id, spec, self)

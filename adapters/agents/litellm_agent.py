@@ -1,0 +1,243 @@
+"""An agent backed by any model litellm can call: a hosted API, a vLLM server, an OpenAI-compatible endpoint.
+
+    agent = LiteLLMAgent("hosted_vllm/Qwen/Qwen3-8B", api_base="http://127.0.0.1:8000/v1", temperature=0.9)
+    rollout = agent.run(env, task_id, spec)
+
+Tool calls are read from the response's ``tool_calls``; when there are none, ``<tool_call>{...}</tool_call>``
+blocks in the text are read instead (a server started without a tool parser). Retries are ours, not the
+client's: a retryable failure (timeout, connection error, 429, 5xx, a body that is not JSON) is tried again
+up to ``num_retries`` times with exponential backoff; after that, and for any other failure, ``complete``
+raises ``AgentFault`` and the driver records it on the rollout.
+
+litellm is imported on first use, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set first (unless the caller
+set it) so that importing it does not reach the network for its price list.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from typing import Any
+
+from .base import Agent, AgentFault, EpisodeLimits, ModelReply
+from .tool_parsing import ParsedCall, parse_arguments, parse_tool_call_text
+
+
+def import_litellm() -> Any:
+    """litellm, imported offline-safe (local price map, no debug banners)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ImportError('LiteLLMAgent needs litellm: pip install "coevolve-engine[agents]"') from exc
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _retryable_errors(litellm: Any) -> tuple[type[BaseException], ...]:
+    names = (
+        "Timeout",
+        "APIConnectionError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "BadGatewayError",
+        "RateLimitError",
+    )
+    return tuple(cls for name in names if isinstance(cls := getattr(litellm, name, None), type))
+
+
+UNNAMED_CALL = "unnamed_tool_call"
+
+
+def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat as sent to the server: unreadable tool calls made acceptable to strict servers.
+
+    Arguments that are not a JSON object become "{}" and an empty function name becomes
+    ``UNNAMED_CALL``. The recorded chat keeps what the model wrote; servers such as vLLM decode assistant
+    arguments with ``json.loads`` and would reject the whole request. The model still sees its raw text
+    in the error message answering that call.
+    """
+    wired: list[dict[str, Any]] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and calls:
+            fixed = []
+            for call in calls:
+                function = call["function"]
+                raw = function.get("arguments")
+                arguments, error = parse_arguments(raw)
+                name = function.get("name") or UNNAMED_CALL
+                wire_arguments = raw if error is None and isinstance(raw, str) else json.dumps(arguments or {})
+                if (name, wire_arguments) != (function.get("name"), raw):
+                    call = {**call, "function": {**function, "name": name, "arguments": wire_arguments}}
+                fixed.append(call)
+            message = {**message, "tool_calls": fixed}
+        wired.append(message)
+    return wired
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def parse_completion(response: Any, *, parse_text_tool_calls: bool = True) -> ModelReply:
+    """A ModelReply from a chat-completion response; AgentFault when it has no assistant message."""
+    choices = _field(response, "choices")
+    if not choices:
+        raise AgentFault(f"malformed response: no choices in {str(response)[:200]!r}")
+    choice = choices[0]
+    message = _field(choice, "message")
+    if message is None:
+        raise AgentFault(f"malformed response: choice has no message: {str(choice)[:200]!r}")
+    content = _field(message, "content")
+    if content is not None and not isinstance(content, str):
+        content = str(content)
+    calls: list[ParsedCall] = []
+    for tool_call in _field(message, "tool_calls") or []:
+        function = _field(tool_call, "function")
+        name = _field(function, "name") if function is not None else None
+        raw = _field(function, "arguments") if function is not None else None
+        arguments, error = parse_arguments(raw)
+        if not name:
+            arguments, error = None, error or "tool call has no function name"
+        calls.append(
+            ParsedCall(
+                name=name or "",
+                arguments=arguments if error is None else None,
+                raw_arguments=raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {}),
+                call_id=_field(tool_call, "id"),
+                error=error,
+            )
+        )
+    if not calls and parse_text_tool_calls:
+        content, calls = parse_tool_call_text(content)
+    usage = _field(response, "usage")
+    return ModelReply(
+        content=content,
+        calls=calls,
+        prompt_tokens=_field(usage, "prompt_tokens") if usage is not None else None,
+        completion_tokens=_field(usage, "completion_tokens") if usage is not None else None,
+        finish_reason=_field(choice, "finish_reason"),
+    )
+
+
+class LiteLLMAgent(Agent):
+    """Calls ``litellm.completion`` with the chat and the turn's tools.
+
+    model: any litellm model string ("openai/...", "hosted_vllm/...", "anthropic/...").
+    api_base, api_key: the endpoint and its key (a dummy key for a local server).
+    temperature, max_tokens, seed: sampling; seed is sent only when set.
+    timeout: seconds per HTTP attempt. num_retries: extra attempts after a retryable failure.
+    retry_backoff_s: the first wait between attempts; it doubles each time.
+    max_steps, max_model_calls_per_turn: episode bounds (see EpisodeLimits).
+    system_prompt: put before the environment's own system prompt.
+    policy: the name recorded on trajectories (default: the model string).
+    cost_per_token: (input, output) USD per token, for models litellm has no price for (else cost is None).
+    parse_text_tool_calls: read ``<tool_call>`` blocks from the text when the response has no tool_calls.
+    completion_kwargs: anything else to pass to ``litellm.completion`` (e.g. ``extra_body``).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        seed: int | None = None,
+        timeout: float = 60.0,
+        num_retries: int = 2,
+        retry_backoff_s: float = 1.0,
+        max_steps: int = 30,
+        max_model_calls_per_turn: int = 10,
+        system_prompt: str | None = None,
+        policy: str | None = None,
+        cost_per_token: tuple[float, float] | None = None,
+        parse_text_tool_calls: bool = True,
+        completion_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if not model:
+            raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
+        if importlib.util.find_spec("litellm") is None:
+            raise ImportError('LiteLLMAgent needs litellm: pip install "coevolve-engine[agents]"')
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if num_retries < 0:
+            raise ValueError(f"num_retries must be >= 0, got {num_retries}")
+        self.model = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.timeout = timeout
+        self.num_retries = num_retries
+        self.retry_backoff_s = retry_backoff_s
+        self.limits = EpisodeLimits(max_steps=max_steps, max_model_calls_per_turn=max_model_calls_per_turn)
+        self.system_prompt = system_prompt
+        self.policy = policy or model
+        self.cost_per_token = cost_per_token
+        self.parse_text_tool_calls = parse_text_tool_calls
+        self.completion_kwargs = dict(completion_kwargs or {})
+
+    def __repr__(self) -> str:
+        return f"LiteLLMAgent(model={self.model!r}, api_base={self.api_base!r})"
+
+    def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire_messages(messages),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "timeout": self.timeout,
+            "max_retries": 0,  # the OpenAI client's own retries are off: ours count and back off visibly
+        }
+        if tools:
+            request["tools"] = tools
+        if self.api_base is not None:
+            request["api_base"] = self.api_base
+        if self.api_key is not None:
+            request["api_key"] = self.api_key
+        if self.seed is not None:
+            request["seed"] = self.seed
+        request.update(self.completion_kwargs)
+        return request
+
+    def _cost(self, litellm: Any, response: Any, reply: ModelReply) -> float | None:
+        if self.cost_per_token is not None:
+            input_cost, output_cost = self.cost_per_token
+            return (reply.prompt_tokens or 0) * input_cost + (reply.completion_tokens or 0) * output_cost
+        try:
+            return float(litellm.completion_cost(completion_response=response))
+        except Exception:  # noqa: BLE001 - an unpriced model (a local server) has no known cost
+            return None
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        litellm = import_litellm()
+        retryable = _retryable_errors(litellm)
+        request = self._request(messages, tools)
+        started = time.perf_counter()
+        attempts = self.num_retries + 1
+        for attempt in range(attempts):
+            try:
+                response = litellm.completion(**request)
+                break
+            except retryable as exc:
+                if attempt + 1 == attempts:
+                    raise AgentFault(self._describe(exc, attempts)) from exc
+                time.sleep(self.retry_backoff_s * (2**attempt))
+            except Exception as exc:  # noqa: BLE001 - bad request, auth, unknown model...: not retried
+                raise AgentFault(self._describe(exc, attempt + 1)) from exc
+        reply = parse_completion(response, parse_text_tool_calls=self.parse_text_tool_calls)
+        reply.latency_s = time.perf_counter() - started
+        reply.retries = attempt
+        reply.cost = self._cost(litellm, response, reply)
+        return reply
+
+    def _describe(self, exc: BaseException, attempts: int) -> str:
+        where = f"{self.model}" + (f" at {self.api_base}" if self.api_base else "")
+        tries = f" after {attempts} attempt{'s' if attempts != 1 else ''}"
+        return f"{where}{tries}: {type(exc).__name__}: {str(exc)[:500]}"
