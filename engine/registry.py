@@ -21,7 +21,10 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 
-class RegistryError(LookupError):
+from coevolve_engine.errors import CoevolveError
+
+
+class RegistryError(CoevolveError, LookupError):
     """An unknown name, or a registered class that cannot be imported."""
 
 

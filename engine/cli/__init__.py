@@ -37,9 +37,9 @@ def cli() -> None:
 
 
 def _add_commands() -> None:
-    from coevolve_engine.cli import query, signals, store_commands
+    from coevolve_engine.cli import query, rollout, signals, store_commands, tasks
 
-    for module in (store_commands, query, signals):
+    for module in (store_commands, tasks, rollout, query, signals):
         module.register(cli)
 
 

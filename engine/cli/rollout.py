@@ -1,0 +1,91 @@
+"""rollout: run an agent K times on tasks from the store and write the trajectories back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from coevolve_engine.cli.options import db_option, wait_option
+
+
+def make_agent(model: str, *, api_base: str | None, api_key: str | None, temperature: float, max_tokens: int,
+               timeout: float, retries: int, max_steps: int, policy: str | None):
+    """A LocalAgent when MODEL is a local directory, otherwise a LiteLLMAgent for the model string."""
+    if Path(model).is_dir():
+        from coevolve_engine.adapters.agents.local_agent import LocalAgent
+
+        return LocalAgent(model, temperature=temperature, max_new_tokens=max_tokens, max_steps=max_steps,
+                          policy=policy)
+    from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
+
+    return LiteLLMAgent(model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+                        timeout=timeout, num_retries=retries, max_steps=max_steps, policy=policy)
+
+
+@click.command(epilog="""\b
+Examples:
+  coevolve-engine rollout --env bfcl --category multi_turn_base --model hosted_vllm/Qwen/Qwen3-4B \\
+      --api-base http://127.0.0.1:8000/v1 -k 8 --step 0 --tasks 32
+  coevolve-engine rollout --env bfcl --model openai/gpt-4o-mini -k 4 --step 3 --task-id bfcl:multi_turn_base_0
+\b
+Then: coevolve-engine signals, or coevolve-engine query "select * from task_steps where step = 0".""")
+@click.option("--env", "env_name", required=True, help="A registered environment, e.g. bfcl.")
+@click.option("--category", default=None, help="Only tasks of this category (spec.category).")
+@click.option("--model", required=True,
+              help="A litellm model string (openai/..., hosted_vllm/..., any provider) or a local model directory.")
+@click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="Rollouts per task (a group).")
+@click.option("--step", type=click.IntRange(min=0), required=True, help="The training step these rollouts belong to.")
+@click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
+              help="Roll out on at most this many tasks, drawn in a seeded order (default: all).")
+@click.option("--task-id", "task_ids", multiple=True, help="Only these tasks (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the task order.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Rollouts running at once.")
+@click.option("--temperature", type=click.FloatRange(min=0), default=0.9, show_default=True,
+              help="Sampling temperature (the paper rolls out at 0.9 and evaluates at 0).")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Tokens per model answer.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Environment steps per episode; exceeding them fails the rollout.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Seconds per model call.")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Retries of a failed model call (5xx, timeout) before the rollout is recorded as a fault.")
+@click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
+              help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
+              help="API key for the model (default: the provider's usual environment variable).")
+@click.option("--policy", default=None, help="Checkpoint id recorded on each trajectory (default: the model).")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@db_option
+@wait_option
+def rollout(env_name: str, category: str | None, model: str, k: int, step: int, n_tasks: int | None,
+            task_ids: tuple[str, ...], seed: int, concurrency: int, temperature: float, max_tokens: int,
+            max_steps: int, timeout: float, retries: int, api_base: str | None, api_key: str | None,
+            policy: str | None, progress: bool, db: Path, wait: float) -> None:
+    """Roll an agent out K times on tasks from the store and write every trajectory back.
+
+    Each task's K rollouts form one group, written in one transaction as soon as its last rollout finishes,
+    so an interrupted run keeps every finished group and a rerun at the same --step skips them. A rollout cut
+    short by a fault outside the agent (server error, timeout) is kept with its error and flags no signal.
+    """
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.rollouts import run_rollout_job
+
+    agent = make_agent(model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+                       timeout=timeout, retries=retries, max_steps=max_steps, policy=policy)
+    summary = run_rollout_job(
+        db, load_environment(env_name), env_name, agent, k=k, step=step, category=category,
+        task_ids=list(task_ids), n_tasks=n_tasks, seed=seed, concurrency=concurrency, progress=progress, wait=wait,
+    )
+    if summary.skipped_tasks:
+        click.echo(f"skipped {summary.skipped_tasks} tasks already rolled out at step {step}")
+    mean = f"{summary.mean_reward:.3f}" if summary.mean_reward is not None else "-"
+    click.echo(f"step {step}: {summary.rollouts} rollouts of {summary.tasks} tasks written; "
+               f"{summary.successes} succeeded, mean reward {mean}, {summary.faults} cut short by faults")
+    click.echo(f'see them: coevolve-engine query "select * from task_steps where step = {step}" --db {db}')
+
+
+def register(group: click.Group) -> None:
+    group.add_command(rollout)

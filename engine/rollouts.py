@@ -1,0 +1,134 @@
+"""Roll an agent out on tasks from the store and write every finished group back, as it finishes.
+
+A group (the K rollouts of one task at one step) is written in one transaction when its last rollout
+finishes, through a store opened only for that write, so readers can query between groups, an interrupted
+run keeps every finished group, and a rerun skips the tasks whose group at that step is already stored.
+Rollout ids are ``task_id@step#k``, so nothing is ever written twice.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from coevolve_engine.errors import CoevolveError
+from coevolve_engine.store import Store
+
+if TYPE_CHECKING:
+    from coevolve_engine.adapters.agents.base import Agent
+    from coevolve_engine.adapters.agents.rollout import Rollout
+    from coevolve_engine.adapters.environments.base import Environment
+
+SELECT_TASKS_SQL = """
+SELECT task_id, spec
+FROM tasks
+WHERE env = $env
+  AND ($category IS NULL OR spec->>'category' = $category)
+  AND (len($task_ids) = 0 OR list_contains($task_ids, task_id))
+ORDER BY md5(task_id || ':' || CAST($seed AS VARCHAR))
+LIMIT $limit
+"""
+
+ROLLED_OUT_SQL = """
+SELECT DISTINCT task_id FROM trajectories WHERE step = $step AND list_contains($task_ids, task_id)
+"""
+
+
+def select_tasks(store: Store, env: str, *, category: str | None = None, task_ids: list[str] | None = None,
+                 n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """Tasks of ``env`` from the store, in a seeded random order, at most ``n``."""
+    import json
+
+    rows = store.execute(SELECT_TASKS_SQL, {
+        "env": env, "category": category, "task_ids": list(task_ids or []), "seed": seed,
+        "limit": n if n is not None else 2**62,
+    }).fetchall()
+    return [{"task_id": task_id, "spec": json.loads(spec)} for task_id, spec in rows]
+
+
+def rollout_record(rollout: "Rollout", step: int) -> dict[str, Any]:
+    """The trajectory record of a finished rollout, with its deterministic id."""
+    record = rollout.to_record(step=step)
+    record["trajectory_id"] = f"{rollout.task_id}@{step}#{rollout.sample_index}"
+    return record
+
+
+@dataclass
+class GroupWriter:
+    """Buffers rollouts per group and writes each group whole when its K-th rollout arrives."""
+
+    db: Path
+    k: int
+    step: int
+    wait: float = 30.0
+    written_groups: int = 0
+    written_rollouts: int = 0
+    _pending: dict[str, list["Rollout"]] = field(default_factory=lambda: defaultdict(list))
+
+    def __call__(self, rollout: "Rollout") -> None:
+        group = self._pending[rollout.group_id]
+        group.append(rollout)
+        if len(group) == self.k:
+            records = [rollout_record(r, self.step) for r in sorted(group, key=lambda r: r.sample_index)]
+            with Store(self.db, wait=self.wait) as store:
+                store.add_records("trajectories", records, label=f"rollout group {rollout.group_id}")
+            del self._pending[rollout.group_id]
+            self.written_groups += 1
+            self.written_rollouts += len(records)
+
+
+@dataclass(frozen=True)
+class RolloutSummary:
+    tasks: int
+    skipped_tasks: int
+    rollouts: int
+    successes: int
+    faults: int
+    mean_reward: float | None
+
+
+def run_rollout_job(
+    db: Path,
+    env: "Environment",
+    env_name: str,
+    agent: "Agent",
+    *,
+    k: int,
+    step: int,
+    category: str | None = None,
+    task_ids: list[str] | None = None,
+    n_tasks: int | None = None,
+    seed: int = 0,
+    concurrency: int = 4,
+    progress: bool = False,
+    wait: float = 30.0,
+    on_group: Callable[[int], None] | None = None,
+) -> RolloutSummary:
+    """Roll ``agent`` out K times on each selected task at ``step``, writing groups as they finish."""
+    from coevolve_engine.adapters.agents.runner import run_rollouts
+
+    with Store(db, read_only=True, wait=wait) as store:
+        tasks = select_tasks(store, env_name, category=category, task_ids=task_ids, n=n_tasks, seed=seed)
+        if not tasks:
+            where = f" in category {category}" if category else ""
+            raise CoevolveError(
+                f"no {env_name} tasks{where} in {db}; import some first, e.g. "
+                f"`coevolve-engine tasks import {env_name}" + (f" --category {category}`" if category else "`")
+            )
+        done = {row[0] for row in store.execute(
+            ROLLED_OUT_SQL, {"step": step, "task_ids": [t["task_id"] for t in tasks]}).fetchall()}
+    todo = [task for task in tasks if task["task_id"] not in done]
+    writer = GroupWriter(db, k, step, wait=wait)
+    rollouts = run_rollouts(env, todo, agent, k=k, concurrency=concurrency, step=step, on_rollout=writer,
+                            progress=progress)
+    scored = [r for r in rollouts if r.error is None]
+    return RolloutSummary(
+        tasks=len(todo),
+        skipped_tasks=len(done),
+        rollouts=writer.written_rollouts,
+        successes=sum(r.success for r in scored),
+        faults=len(rollouts) - len(scored),
+        mean_reward=sum(r.reward for r in scored) / len(scored) if scored else None,
+    )
