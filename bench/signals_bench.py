@@ -85,7 +85,9 @@ def pandas_views(df: pd.DataFrame, tasks: pd.Series) -> dict[str, pd.DataFrame]:
 
     def steps() -> pd.DataFrame:
         g = df.assign(ok=ok(df)).groupby(["task_id", "step"], sort=False)
-        return g.agg(rollouts=("reward", "size"), successes=("ok", "sum"), score=("reward", "mean")).reset_index()
+        r = g.agg(rollouts=("reward", "size"), successes=("ok", "sum"), score=("reward", "mean")).reset_index()
+        r["score"] = r["score"].round(9)
+        return r
 
     def forgetting() -> pd.DataFrame:
         s = steps().sort_values(["task_id", "step"])
@@ -106,6 +108,7 @@ def pandas_views(df: pd.DataFrame, tasks: pd.Series) -> dict[str, pd.DataFrame]:
         g = df.assign(ok=ok(df)).groupby("group_id", sort=False)
         r = g.agg(task_id=("task_id", "min"), step=("step", "min"), rollouts=("reward", "size"),
                   successes=("ok", "sum"), mean_reward=("reward", "mean")).reset_index()
+        r["mean_reward"] = r["mean_reward"].round(9)
         r["p"] = r["successes"] / r["rollouts"]
         r["variance"] = r["p"] * (1 - r["p"])
         return r

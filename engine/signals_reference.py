@@ -22,6 +22,9 @@ class Trajectory(NamedTuple):
     action_pattern: str | None  # None: actions not recorded
 
 
+SCORE_DECIMALS = 9  # scores are rounded so that a tie at the threshold survives any summation order
+
+
 def _succeeded(t: Trajectory, threshold: float) -> bool:
     return t.success if t.success is not None else t.reward >= threshold
 
@@ -36,7 +39,8 @@ def task_steps(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> li
         rollouts[key] += 1
         successes[key] += _succeeded(t, threshold)
         rewards[key] += t.reward
-    return [(task, step, n, successes[(task, step)], rewards[(task, step)] / n) for (task, step), n in rollouts.items()]
+    return [(task, step, n, successes[(task, step)], round(rewards[(task, step)] / n, SCORE_DECIMALS))
+            for (task, step), n in rollouts.items()]
 
 
 def _history(trajectories: Iterable[Trajectory], threshold: float) -> dict[str, list[tuple[int, float]]]:
@@ -81,7 +85,7 @@ def group_outcomes(trajectories: Iterable[Trajectory], threshold: float = 0.5) -
         k = sum(_succeeded(t, threshold) for t in ts)
         p = k / n
         rows.append((group, min(t.task_id for t in ts), min(t.step for t in ts), n, k, p, p * (1 - p),
-                     sum(t.reward for t in ts) / n))
+                     round(sum(t.reward for t in ts) / n, SCORE_DECIMALS)))
     return rows
 
 

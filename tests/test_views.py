@@ -240,3 +240,13 @@ def test_rollouts_cut_short_by_a_fault_flag_nothing(load):
     assert rows(store, "SELECT * FROM task_steps") == [("a", 1, 1, 1, 1.0)]
     assert rows(store, "SELECT * FROM flagged_trajectories") == []
     assert rows(store, "SELECT count(*) FROM trajectories WHERE error IS NOT NULL") == [(2,)]
+
+
+def test_a_tie_at_the_threshold_survives_floating_point_summation(load):
+    # summed in this order the mean is 0.49999999999999994, in reverse order 0.5: the score is 0.5 either way
+    rewards = [0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9]
+    store = load([traj("a", 1, 1.0)] + [traj("a", 2, r) for r in rewards]
+                 + [traj("b", 1, 1.0)] + [traj("b", 2, r) for r in reversed(rewards)])
+    assert rows(store, "SELECT task_id, step, score FROM task_steps WHERE step = 2") == [("a", 2, 0.5), ("b", 2, 0.5)]
+    assert rows(store, "SELECT * FROM forgetting") == []
+    assert rows(store, "SELECT group_id, mean_reward FROM group_outcomes WHERE step = 2") == [("a@2", 0.5), ("b@2", 0.5)]

@@ -6,7 +6,7 @@
 --   successes    rollouts that succeeded (success as recorded, else reward >= threshold)
 --   p            group success rate, successes / rollouts
 --   variance     Bernoulli variance p * (1 - p)
---   mean_reward  mean reward of the group
+--   mean_reward  mean reward of the group, rounded to 9 decimals
 -- requires: scored_trajectories
 CREATE OR REPLACE MACRO group_outcomes_with(threshold := 0.5) AS TABLE
 SELECT
@@ -25,7 +25,7 @@ FROM (
         min(step) AS step,
         count(*) AS rollouts,
         count(*) FILTER (WHERE coalesce(success, reward >= threshold)) AS successes,
-        avg(reward) AS mean_reward
+        round(avg(reward), 9) AS mean_reward
     FROM scored_trajectories
     GROUP BY group_id
 );
