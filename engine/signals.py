@@ -125,6 +125,13 @@ def summarise(store: Store, params: SignalParams | None = None, top: int = 5) ->
     def frame(sql: str) -> pl.DataFrame:
         return store.sql(sql, _used(sql, values))
 
+    from coevolve_engine.snapshot import signal_snapshot
+
+    with signal_snapshot(store, params):  # the queries below share one pass over the trajectories
+        return _collect(store, params, frame, values)
+
+
+def _collect(store: Store, params: SignalParams, frame, values: dict) -> SignalSummary:
     return SignalSummary(
         params=params,
         totals=frame(TOTALS_SQL).row(0, named=True),

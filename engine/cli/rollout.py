@@ -7,20 +7,25 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.errors import CoevolveError
 
 
 def make_agent(model: str, *, api_base: str | None, api_key: str | None, temperature: float, max_tokens: int,
                timeout: float, retries: int, max_steps: int, policy: str | None):
     """A LocalAgent when MODEL is a local directory, otherwise a LiteLLMAgent for the model string."""
-    if Path(model).is_dir():
-        from coevolve_engine.adapters.agents.local_agent import LocalAgent
+    try:
+        if Path(model).is_dir():
+            from coevolve_engine.adapters.agents.local_agent import LocalAgent
 
-        return LocalAgent(model, temperature=temperature, max_new_tokens=max_tokens, max_steps=max_steps,
-                          policy=policy)
-    from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
+            return LocalAgent(model, temperature=temperature, max_new_tokens=max_tokens, max_steps=max_steps,
+                              policy=policy)
+        from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
 
-    return LiteLLMAgent(model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
-                        timeout=timeout, num_retries=retries, max_steps=max_steps, policy=policy)
+        return LiteLLMAgent(model, api_base=api_base, api_key=api_key, temperature=temperature,
+                            max_tokens=max_tokens, timeout=timeout, num_retries=retries, max_steps=max_steps,
+                            policy=policy)
+    except (ValueError, ImportError, OSError) as exc:
+        raise CoevolveError(f"cannot use model {model!r}: {exc}") from exc
 
 
 @click.command(epilog="""\b

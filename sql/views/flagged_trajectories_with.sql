@@ -6,19 +6,24 @@
 --   group_id       its group
 --   signal         'forgetting' (its task forgot at its step), 'boundary' (its group has mixed outcomes)
 --                  or 'rare' (its action pattern was rare at its step)
--- requires: scored_trajectories, forgetting_with, boundary_with, pattern_steps_with
+-- Forgetting and boundary are properties of a whole group (a group is one task at one step), so both are
+-- found per group first and reach the trajectories through one join on group_id.
+-- requires: scored_trajectories, group_outcomes_with, forgetting_with, rare_trajectories_with
 CREATE OR REPLACE MACRO flagged_trajectories_with(threshold := 0.5, w := 3, theta := 5, min_n := 50) AS TABLE
-SELECT t.trajectory_id, t.task_id, t.step, t.group_id, 'forgetting' AS signal
+WITH groups AS MATERIALIZED (
+    SELECT group_id, task_id, step, successes > 0 AND successes < rollouts AS mixed
+    FROM group_outcomes_with(threshold := threshold)
+),
+group_signals AS (
+    SELECT g.group_id, 'forgetting' AS signal
+    FROM groups AS g
+    JOIN forgetting_with(w := w, threshold := threshold) AS f ON f.task_id = g.task_id AND f.step = g.step
+    UNION ALL
+    SELECT group_id, 'boundary' AS signal FROM groups WHERE mixed
+)
+SELECT t.trajectory_id, t.task_id, t.step, t.group_id, s.signal
 FROM scored_trajectories AS t
-JOIN forgetting_with(w := w, threshold := threshold) AS f
-  ON f.task_id = t.task_id AND f.step = t.step
+JOIN group_signals AS s ON s.group_id = t.group_id
 UNION ALL
-SELECT t.trajectory_id, t.task_id, t.step, t.group_id, 'boundary' AS signal
-FROM scored_trajectories AS t
-JOIN boundary_with(threshold := threshold) AS b
-  ON b.group_id = t.group_id
-UNION ALL
-SELECT t.trajectory_id, t.task_id, t.step, t.group_id, 'rare' AS signal
-FROM scored_trajectories AS t
-JOIN (SELECT action_pattern, step FROM pattern_steps_with(theta := theta, min_n := min_n) WHERE rare) AS r
-  ON r.action_pattern = t.action_pattern AND r.step = t.step;
+SELECT trajectory_id, task_id, step, group_id, 'rare' AS signal
+FROM rare_trajectories_with(theta := theta, min_n := min_n);

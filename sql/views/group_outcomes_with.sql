@@ -7,7 +7,7 @@
 --   p            group success rate, successes / rollouts
 --   variance     Bernoulli variance p * (1 - p)
 --   mean_reward  mean reward of the group, rounded to 9 decimals
--- requires: scored_trajectories
+-- requires: group_totals_with
 CREATE OR REPLACE MACRO group_outcomes_with(threshold := 0.5) AS TABLE
 SELECT
     group_id,
@@ -17,15 +17,5 @@ SELECT
     successes,
     successes / rollouts AS p,
     (successes / rollouts) * (1 - successes / rollouts) AS variance,
-    mean_reward
-FROM (
-    SELECT
-        group_id,
-        min(task_id) AS task_id,
-        min(step) AS step,
-        count(*) AS rollouts,
-        count(*) FILTER (WHERE coalesce(success, reward >= threshold)) AS successes,
-        round(avg(reward), 9) AS mean_reward
-    FROM scored_trajectories
-    GROUP BY group_id
-);
+    round(reward_sum / rollouts, 9) AS mean_reward
+FROM group_totals_with(threshold := threshold);

@@ -10,11 +10,10 @@
 --   boundary_groups     groups with mixed outcomes
 --   boundary_share      boundary_groups / groups
 --   rare_trajectories   its trajectories whose action pattern was rare at their step
--- requires: scored_trajectories, task_history_with, group_outcomes_with, pattern_steps_with
+-- requires: task_history_with, forgetting_events_with, group_outcomes_with, rare_trajectories_with
 CREATE OR REPLACE MACRO task_signals_with(threshold := 0.5, w := 3, theta := 5, min_n := 50) AS TABLE
 WITH history AS (
     SELECT task_id, max(step) AS latest_step, arg_max(score, step) AS latest_score, count(*) AS scored_steps,
-           count(*) FILTER (WHERE forgetting_event) AS forgetting_events,
            count(*) FILTER (WHERE forgot) AS forgetting_flags
     FROM task_history_with(w := w, threshold := threshold)
     GROUP BY task_id
@@ -31,18 +30,16 @@ groups AS (
     GROUP BY task_id
 ),
 rare AS (
-    SELECT t.task_id, count(*) AS rare_trajectories
-    FROM scored_trajectories AS t
-    JOIN (SELECT action_pattern, step FROM pattern_steps_with(theta := theta, min_n := min_n) WHERE rare) AS r
-      ON r.action_pattern = t.action_pattern AND r.step = t.step
-    GROUP BY t.task_id
+    SELECT task_id, count(*) AS rare_trajectories
+    FROM rare_trajectories_with(theta := theta, min_n := min_n)
+    GROUP BY task_id
 )
 SELECT
     task_ids.task_id,
     history.latest_step,
     history.latest_score,
     coalesce(history.scored_steps, 0) AS scored_steps,
-    coalesce(history.forgetting_events, 0) AS forgetting_events,
+    coalesce(events.forgetting_events, 0) AS forgetting_events,
     coalesce(history.forgetting_flags, 0) AS forgetting_flags,
     coalesce(groups.groups, 0) AS groups,
     coalesce(groups.boundary_groups, 0) AS boundary_groups,
@@ -50,5 +47,6 @@ SELECT
     coalesce(rare.rare_trajectories, 0) AS rare_trajectories
 FROM task_ids
 LEFT JOIN history USING (task_id)
+LEFT JOIN forgetting_events_with(threshold := threshold) AS events USING (task_id)
 LEFT JOIN groups USING (task_id)
 LEFT JOIN rare USING (task_id);
