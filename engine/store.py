@@ -57,6 +57,16 @@ def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConne
             delay = min(delay * 2, 0.5)
 
 
+def applied_migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names of the migrations recorded in a store's schema_migrations table (none for a new file)."""
+    exists = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_migrations' AND schema_name = 'main'"
+    ).fetchall()[0][0]
+    if not exists:
+        return []
+    return [row[0] for row in con.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()]
+
+
 class Store:
     """A coevolve-engine store. Use as a context manager, or call ``close``."""
 
@@ -100,12 +110,7 @@ class Store:
     # -- schema ----------------------------------------------------------------------------------
 
     def _applied_migrations(self) -> list[str]:
-        exists = self.con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_migrations' AND schema_name = 'main'"
-        ).fetchall()[0][0]
-        if not exists:
-            return []
-        return [row[0] for row in self.con.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()]
+        return applied_migrations(self.con)
 
     def migration_status(self) -> list[tuple[str, bool]]:
         """(name, applied) for every migration this code knows."""

@@ -10,7 +10,8 @@ import click
 from coevolve_engine.cli.options import db_option, wait_option
 from coevolve_engine.ingest import FORMATS
 from coevolve_engine.records import FIELDS
-from coevolve_engine.store import Store
+from coevolve_engine import sqlfiles
+from coevolve_engine.store import Store, applied_migrations, connect
 
 
 def _sample_files() -> list[tuple[str, str]]:
@@ -68,27 +69,13 @@ def ingest(kind: str, files_: tuple[Path, ...], format_: str | None, db: Path, w
 @wait_option
 def migrations(db: Path, wait: float) -> None:
     """List the store's migrations and whether each is applied (changes nothing)."""
-    if not db.exists():
-        from coevolve_engine import sqlfiles
-
-        for migration in sqlfiles.migrations():
-            click.echo(f"pending  {migration.name}")
-        return
-    import duckdb
-
-    from coevolve_engine.store import connect
-
-    con = connect(db, read_only=True, wait=wait)
-    try:
-        has_table = con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_migrations'").fetchall()[0][0]
-        applied = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()} if has_table else set()
-    except duckdb.Error as exc:  # pragma: no cover - a file that is not a store
-        raise click.ClickException(f"{db}: {exc}") from exc
-    finally:
-        con.close()
-    from coevolve_engine import sqlfiles
-
+    applied: set[str] = set()
+    if db.exists():
+        con = connect(db, read_only=True, wait=wait)
+        try:
+            applied = set(applied_migrations(con))
+        finally:
+            con.close()
     for migration in sqlfiles.migrations():
         click.echo(f"{'applied' if migration.name in applied else 'pending':<9}{migration.name}")
 
