@@ -129,3 +129,11 @@ def test_view_dependencies_are_complete():
         used = {name for name in names - {view.name}
                 if re.search(rf"\b{name}\s*\(|\b(FROM|JOIN)\s+{name}\b", body)}
         assert used <= set(view.requires), f"{view.name} uses {sorted(used - set(view.requires))} undeclared"
+
+
+def test_a_file_that_is_not_a_store(tmp_path):
+    junk = tmp_path / "notes.duckdb"
+    junk.write_text("these are notes, not a database\n")
+    with pytest.raises(StoreError, match="cannot open store"):
+        Store(junk)
+    assert junk.read_text() == "these are notes, not a database\n"
