@@ -83,8 +83,8 @@ def table_from_records(
                     field=name,
                 )
             elif field.kind in ("list", "object"):
-                try:
-                    value = json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+                try:  # key order is kept: an environment may read meaning into it
+                    value = json.dumps(value, ensure_ascii=False, allow_nan=False)
                 except (TypeError, ValueError) as exc:
                     raise IngestError(label, f"not representable as JSON ({exc})", location=where, field=name) from None
             columns[name].append(value)

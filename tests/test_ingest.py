@@ -220,3 +220,15 @@ def test_in_memory_records_share_the_checks(store):
     with pytest.raises(IngestError, match="record 1, field 'meta': not representable as JSON"):
         store.add_records("trajectories", [{**GOOD[0], "meta": {"x": float("inf")}}], label="b")
     assert snapshot(store) == before
+
+
+def test_json_key_order_is_kept(store, jsonl):
+    # an environment may read the first key of an object as meaningful (BFCL's file system loads the first
+    # directory under its root), so stored JSON keeps the order it was written in
+    spec = {"root": {"zeta": {"type": "directory"}, "alpha": {"type": "directory"}}}
+    store.ingest_tasks(jsonl([{"task_id": "t", "spec": spec}]))
+    stored = json.loads(store.scalar("SELECT CAST(spec AS VARCHAR) FROM tasks"))
+    assert list(stored["root"]) == ["zeta", "alpha"]
+    store.add_records("tasks", [{"task_id": "u", "spec": spec}])
+    assert list(json.loads(store.scalar("SELECT CAST(spec AS VARCHAR) FROM tasks WHERE task_id = 'u'"))["root"]) == [
+        "zeta", "alpha"]
