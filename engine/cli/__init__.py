@@ -37,9 +37,9 @@ def cli() -> None:
 
 
 def _add_commands() -> None:
-    from coevolve_engine.cli import query, rollout, signals, store_commands, tasks
+    from coevolve_engine.cli import patterns, query, rollout, signals, store_commands, summarize, tasks
 
-    for module in (store_commands, tasks, rollout, query, signals):
+    for module in (store_commands, tasks, rollout, query, signals, patterns, summarize):
         module.register(cli)
 
 

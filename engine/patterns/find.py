@@ -1,0 +1,192 @@
+"""Find failure patterns: cluster the trajectories flagged at one step and store the clusters as a round.
+
+``find_patterns`` runs five phases and times each one:
+
+1. select  the trajectories flagged at ``step`` (default: the latest scored step), one per trajectory with
+           every signal it carries; a seeded sample when more than ``max_trajectories`` are flagged;
+2. render  each as a short text (``render.py``);
+3. embed   the texts (``Embedder``, cached in the ``embeddings`` table, so a text is embedded once);
+4. cluster the vectors, choosing the number of patterns by silhouette (``cluster.py``);
+5. write   one ``failure_patterns`` row per cluster and one ``pattern_members`` row per member, in one
+           transaction (``write.py``).
+
+Nothing is written when nothing is flagged, or when the round already has patterns and ``replace`` is false.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from coevolve_engine.embeddings import text_hash
+from coevolve_engine.errors import CoevolveError
+from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, cluster_vectors
+from coevolve_engine.patterns.render import MAX_CHARS, render_row, task_text
+from coevolve_engine.patterns.select import explain_none_flagged, latest_step, select_flagged
+from coevolve_engine.patterns.write import MemberRow, PatternRow, build_rows, check_round, next_round, write_rows
+from coevolve_engine.signals import SignalParams
+from coevolve_engine.store import Store
+
+if TYPE_CHECKING:
+    from coevolve_engine.embeddings import Embedder
+
+DEFAULT_MAX_TRAJECTORIES = 2000
+PHASES = ("select", "render", "embed", "cluster", "write")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One stored failure pattern, with its representative's task for display."""
+
+    pattern_id: str
+    cluster: int
+    size: int
+    dominant_signal: str
+    signal_counts: dict[str, int]
+    representative_trajectory: str
+    representative_task: str
+    representative_prompt: str | None
+    members: tuple[str, ...]  # trajectory ids
+
+
+@dataclass
+class PatternReport:
+    """What ``find_patterns`` found and wrote, and how long each phase took (seconds)."""
+
+    round: int
+    step: int
+    params: SignalParams
+    flagged: int  # trajectories flagged at the step
+    clustered: int  # of those, clustered (all, or a seeded sample of max_trajectories)
+    patterns: list[Pattern]
+    k: int
+    silhouette: float | None  # cosine silhouette of the chosen k (None when there were fewer than 3 members)
+    model: str  # the embedding model
+    embedded: int  # texts the model embedded (the rest came from the embeddings cache)
+    replaced: int  # patterns of the round that were deleted and written again
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [p.size for p in self.patterns]
+
+
+class _Clock:
+    """Seconds spent in each phase."""
+
+    def __init__(self, progress: Callable[[str], None] | None) -> None:
+        self.timings: dict[str, float] = {}
+        self.progress = progress
+
+    @contextmanager
+    def phase(self, name: str, message: str | None = None) -> Iterator[None]:
+        if self.progress and message:
+            self.progress(message)
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.perf_counter() - started, 4)
+
+
+def _check_arguments(store: Store, round_: int | None, max_trajectories: int, max_k: int) -> None:
+    if store.read_only:
+        raise CoevolveError("finding failure patterns writes to the store: open it for writing")
+    if max_trajectories < 1:
+        raise CoevolveError(f"max_trajectories must be at least 1, got {max_trajectories}")
+    if max_k < 1:
+        raise CoevolveError(f"max_k must be at least 1, got {max_k}")
+    if round_ is not None and round_ < 0:
+        raise CoevolveError(f"round must be >= 0, got {round_}")
+
+
+def find_patterns(
+    store: Store,
+    *,
+    round: int | None = None,
+    step: int | None = None,
+    params: SignalParams | None = None,
+    max_trajectories: int = DEFAULT_MAX_TRAJECTORIES,
+    max_k: int = DEFAULT_MAX_K,
+    seed: int = 0,
+    embedder: "Embedder | None" = None,
+    replace: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> PatternReport:
+    """Cluster the trajectories flagged at ``step`` into failure patterns and store them as ``round``.
+
+    round: default 1 + the latest round in failure_patterns (0 for the first). A round that already has
+        patterns is refused unless ``replace``, which deletes and rewrites them in one transaction.
+    step: default the latest step with scored trajectories.
+    params: the signal constants that decide what is flagged (default ``SignalParams()``).
+    max_trajectories: cluster at most this many (a seeded sample when more are flagged).
+    max_k: try at most this many patterns. seed: the sample and KMeans seed.
+    embedder: default ``Embedder(store=store)`` (all-MiniLM-L6-v2, cached in the store).
+    progress: called with a line before each long phase.
+    """
+    params = params or SignalParams()
+    _check_arguments(store, round, max_trajectories, max_k)
+    clock = _Clock(progress)
+
+    with clock.phase("select"):
+        round_ = next_round(store) if round is None else round
+        check_round(store, round_, replace=replace)  # fail before the slow phases
+        step_ = latest_step(store) if step is None else step
+        selection = select_flagged(store, step_, params, limit=max_trajectories, seed=seed)
+        if not selection.rows:
+            raise CoevolveError(explain_none_flagged(store, step_, params))
+    rows = selection.rows
+
+    with clock.phase("render"):
+        texts = [render_row(row) for row in rows]
+
+    if embedder is None:
+        from coevolve_engine.embeddings import Embedder
+
+        embedder = Embedder(store=store)
+    computed_before = embedder.computed
+    with clock.phase("embed", f"embedding {len(texts)} trajectories ({len(set(texts))} distinct texts)"):
+        vectors = embedder.embed(texts)  # writes the cache in a transaction of its own
+
+    with clock.phase("cluster", f"clustering {len(texts)} trajectories (up to {max_k} patterns)"):
+        clustering = cluster_vectors(vectors, max_k=max_k, seed=seed, sample_size=DEFAULT_SAMPLE_SIZE)
+
+    with clock.phase("write"):
+        stored_params = {
+            **params.bind(), "model": embedder.model_name, "k": clustering.k, "max_k": max_k, "seed": seed,
+            "step": step_, "flagged": selection.flagged, "clustered": len(rows),
+            "max_trajectories": max_trajectories, "silhouette": clustering.silhouette,
+            "fitted_on": clustering.fitted_on, "render_max_chars": MAX_CHARS,
+        }
+        pattern_rows, member_rows = build_rows(
+            round_, step_, [row["trajectory_id"] for row in rows], [row["signals"] for row in rows],
+            [text_hash(t) for t in texts], clustering.labels.tolist(), clustering.distances.tolist(), stored_params)
+        replaced = write_rows(store, round_, pattern_rows, member_rows, replace=replace)
+
+    return PatternReport(
+        round=round_, step=step_, params=params, flagged=selection.flagged, clustered=len(rows),
+        patterns=_patterns(pattern_rows, member_rows, rows), k=clustering.k, silhouette=clustering.silhouette,
+        model=embedder.model_name, embedded=embedder.computed - computed_before, replaced=replaced,
+        timings=clock.timings,
+    )
+
+
+def _patterns(pattern_rows: list[PatternRow], member_rows: list[MemberRow], rows: list[dict]) -> list[Pattern]:
+    """The stored patterns as the report shows them, each with its representative's task."""
+    by_id = {row["trajectory_id"]: row for row in rows}
+    members: dict[str, list[str]] = {}
+    for member in member_rows:
+        members.setdefault(member.pattern_id, []).append(member.trajectory_id)
+    patterns = []
+    for p in pattern_rows:
+        representative = by_id[p.representative_trajectory]
+        patterns.append(Pattern(
+            pattern_id=p.pattern_id, cluster=p.cluster, size=p.size, dominant_signal=p.dominant_signal,
+            signal_counts=p.signal_counts, representative_trajectory=p.representative_trajectory,
+            representative_task=representative["task_id"],
+            representative_prompt=task_text(representative["prompt"], representative["messages"]) or None,
+            members=tuple(members.get(p.pattern_id, ())),
+        ))
+    return patterns
