@@ -117,6 +117,20 @@ class Environment(ABC):
         """Calls that solve the task, one list per turn, when the spec carries a ground truth; else None."""
         return None
 
+    # -- for LLM synthesis: exploring around a seed task and turning a written draft into a task --------
+
+    def exploration_spec(self, seed_spec: dict[str, Any], instruction: str) -> dict[str, Any]:
+        """A spec for an exploration episode: the seed task's world and tools, one turn of ``instruction``."""
+        raise NotImplementedError(f"environment {self.name!r} does not support LLM exploration")
+
+    def draft_schema(self) -> dict[str, Any]:
+        """JSON schema of one task draft as an LLM writes it for this environment."""
+        raise NotImplementedError(f"environment {self.name!r} does not support LLM-written tasks")
+
+    def spec_from_draft(self, seed_spec: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
+        """The task spec of a draft (matching ``draft_schema``) set in the seed task's world."""
+        raise NotImplementedError(f"environment {self.name!r} does not support LLM-written tasks")
+
 
 def replay(
     environment: Environment, task_id: str, spec: dict[str, Any], solution: list[list[ToolCall]]

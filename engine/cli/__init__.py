@@ -37,9 +37,9 @@ def cli() -> None:
 
 
 def _add_commands() -> None:
-    from coevolve_engine.cli import patterns, query, rollout, signals, store_commands, summarize, tasks
+    from coevolve_engine.cli import patterns, query, rollout, signals, store_commands, summarize, synthesis, tasks
 
-    for module in (store_commands, tasks, rollout, query, signals, patterns, summarize):
+    for module in (store_commands, tasks, rollout, query, signals, patterns, summarize, synthesis):
         module.register(cli)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 from coevolve_engine.adapters.environments.base import Environment, Episode, SpecError, ToolCall
 from coevolve_engine.adapters.environments.bfcl.api_state import ScenarioLoadError
 from coevolve_engine.adapters.environments.bfcl.multi_turn import MultiTurnEpisode
+from coevolve_engine.adapters.environments.bfcl import drafts
 from coevolve_engine.adapters.environments.bfcl.shipped import (
     CATEGORIES,
     INSTALL_HINT,
@@ -91,3 +92,14 @@ class BFCLEnvironment(Environment):
         if spec.get("kind") == "multi_turn":
             return ground_truth_calls(spec)
         return [reference_calls(spec)]
+
+    def exploration_spec(self, seed_spec: dict[str, Any], instruction: str) -> dict[str, Any]:
+        if seed_spec.get("kind") != "multi_turn":
+            raise ValueError("only multi-turn BFCL tasks can seed an exploration")
+        return drafts.exploration_spec(seed_spec, instruction)
+
+    def draft_schema(self) -> dict[str, Any]:
+        return drafts.DRAFT_SCHEMA
+
+    def spec_from_draft(self, seed_spec: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
+        return drafts.spec_from_draft(seed_spec, draft)

@@ -1,0 +1,182 @@
+"""synthesize, validate, candidates: from a round's failure patterns to validated new tasks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.output import format_option, output_option, write_frame
+from coevolve_engine.store import Store
+
+
+def round_option(help: str):
+    return click.option("--round", "round_", type=click.IntRange(min=0), default=None, help=help)
+
+
+@click.command(epilog="""\b
+Examples:
+  coevolve-engine synthesize --max-candidates 50
+  coevolve-engine synthesize --round 2 --synthesizer offline:bfcl --seed 7
+  coevolve-engine synthesize --synthesizer llm --model openai/gpt-4o-mini --explorer-model hosted_vllm/Qwen/Qwen3-8B \
+      --explorer-api-base http://127.0.0.1:8000/v1
+\b
+Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepted.""")
+@round_option("The round whose failure patterns to use (default: the latest round that has any).")
+@click.option("--synthesizer", default="offline:bfcl", show_default=True,
+              help="A registered synthesizer. offline:bfcl recombines and perturbs the BFCL tasks of each "
+                   "pattern (no model needed); llm explores the environment around each pattern with an explorer "
+                   "model and abstracts tasks from it (needs --model).")
+@click.option("--model", default=None, help="llm: the model that writes tasks (any litellm model string).")
+@click.option("--explorer-model", default=None, help="llm: the model that acts in the environment (default: --model).")
+@click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
+              help="llm: base URL of an OpenAI-compatible server for --model.")
+@click.option("--explorer-api-base", default=None, help="llm: base URL for --explorer-model (default: --api-base).")
+@click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True, help="llm: the API key.")
+@click.option("--tasks-per-pattern", type=click.IntRange(min=1), default=2, show_default=True,
+              help="llm: tasks to abstract from each pattern's exploration.")
+@click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
+              help="llm: tool calls the explorer may make in one exploration.")
+@click.option("--no-cache", is_flag=True, help="llm: ask the models again even for requests answered before.")
+@click.option("--max-candidates", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Candidates to propose in all, shared among the patterns in proportion to their size.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of every random choice: the same store and seed give the same candidates.")
+@db_option
+@wait_option
+def synthesize(round_: int | None, synthesizer: str, model: str | None, explorer_model: str | None,
+               api_base: str | None, explorer_api_base: str | None, api_key: str | None, tasks_per_pattern: int,
+               max_explore_steps: int, no_cache: bool, max_candidates: int, seed: int, db: Path,
+               wait: float) -> None:
+    """Propose candidate tasks for a round's failure patterns and store them as pending.
+
+    The tasks that each pattern's member trajectories attempted are the seeds; the pattern's dominant signal
+    (forgetting, boundary, rare) decides how they are varied. Candidates already stored are not added again.
+    """
+    from coevolve_engine.synthesis.candidates import synthesize as propose
+
+    options: dict = {}
+    if synthesizer == "llm":
+        if not model:
+            raise click.UsageError("--synthesizer llm needs --model")
+        options = dict(store_path=db, model=model, explorer_model=explorer_model, api_base=api_base,
+                       explorer_api_base=explorer_api_base, api_key=api_key, tasks_per_pattern=tasks_per_pattern,
+                       max_explore_steps=max_explore_steps, cache=not no_cache)
+    with Store(db, create=False, wait=wait) as store:
+        report = propose(store, round=round_, synthesizer=synthesizer, max_candidates=max_candidates, seed=seed,
+                         options=options)
+    signals = ", ".join(f"{signal} {count}" for signal, count in sorted(report.by_signal.items())) or "none"
+    click.echo(f"round {report.round}: {report.synthesizer} proposed {report.proposed} candidates for "
+               f"{report.patterns} failure patterns ({signals}); {report.added} new, stored as pending")
+    click.echo(f"next: coevolve-engine validate --round {report.round} --db {db}")
+
+
+@click.command(epilog="""\b
+Checks, in order; the first that fails is the candidate's reason:
+  synthesis      the synthesizer wrote a task (an LLM answer that never fit the schema is kept, rejected)
+  schema         the environment accepts the spec
+  ground_truth   the reference solution replays with no error and scores 1
+  novelty        prompt similarity to the stored tasks and earlier accepted candidates < threshold
+  agent_attempt  with --agent-model: K rollouts, success rate recorded (rejects only above --max-success-rate)
+\b
+Examples:
+  coevolve-engine validate --round 1
+  coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 -k 4""")
+@round_option("Only the candidates of this round (default: every pending candidate).")
+@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
+              help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored task's.")
+@click.option("--agent-model", default=None,
+              help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
+                   "directory) and record its success rate.")
+@click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
+              help="Base URL of an OpenAI-compatible server for --agent-model.")
+@click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
+              help="API key for --agent-model (default: the provider's usual environment variable).")
+@click.option("-k", "k", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Agent rollouts per candidate.")
+@click.option("--max-success-rate", type=click.FloatRange(0, 1), default=None,
+              help="Reject a candidate the agent solves more often than this (e.g. 0.99: a group that always "
+                   "succeeds has no GRPO advantage). Default: record the rate, reject nothing on it.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@db_option
+@wait_option
+def validate(round_: int | None, novelty_threshold: float, agent_model: str | None, api_base: str | None,
+             api_key: str | None, k: int, max_success_rate: float | None, progress: bool, db: Path,
+             wait: float) -> None:
+    """Run the validation checks on every pending candidate and record each verdict.
+
+    An accepted candidate becomes a task (source 'synthesized'); every candidate stays in the candidates table
+    with its verdict, its reason and the outcome of each check.
+    """
+    from coevolve_engine.synthesis.candidates import pending_candidates
+    from coevolve_engine.synthesis.validation import validate_candidates
+
+    if max_success_rate is not None and agent_model is None:
+        raise click.UsageError("--max-success-rate needs --agent-model")
+    agent = None
+    if agent_model is not None:
+        from coevolve_engine.cli.rollout import make_agent
+
+        agent = make_agent(agent_model, api_base=api_base, api_key=api_key, temperature=0.9, max_tokens=1024,
+                           timeout=60.0, retries=2, max_steps=30, policy=None)
+    with Store(db, read_only=True, wait=wait) as store:
+        pending = len(pending_candidates(store, round_))
+    if not pending:
+        click.echo("no pending candidates" + (f" in round {round_}" if round_ is not None else ""))
+        return
+    with click.progressbar(length=pending, label="validating", file=sys.stderr,
+                           hidden=not progress) as bar:
+        report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold, agent=agent, k=k,
+                                     max_success_rate=max_success_rate, wait=wait,
+                                     on_verdict=lambda verdict: bar.update(1))
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.by_reason.items()))
+    click.echo(f"validated {len(report.verdicts)} candidates: {report.accepted} accepted, {report.rejected} "
+               f"rejected" + (f" ({reasons})" if reasons else ""))
+    click.echo(f"see them: coevolve-engine candidates --db {db}" + (f" --round {round_}" if round_ is not None else ""))
+
+
+_LIST_COLUMNS = ("candidate_id, round, pattern_id, signal, synthesizer, verdict, reason, round(novelty, 4) AS novelty, "
+                 "success_rate, task_id, prompt")
+_FULL_COLUMNS = ("spec", "checks", "provenance")
+
+
+@click.command(epilog="""\b
+Examples:
+  coevolve-engine candidates --verdict rejected
+  coevolve-engine candidates --round 1 --verdict accepted --full --format json
+  coevolve-engine query "select reason, count(*) from candidates group by reason" """)
+@round_option("Only the candidates of this round (default: all).")
+@click.option("--verdict", type=click.Choice(["accepted", "rejected", "pending"]), default=None,
+              help="Only candidates with this verdict.")
+@click.option("--full", is_flag=True, help="Add the spec, the outcome of each check and the provenance.")
+@format_option
+@output_option
+@db_option
+@wait_option
+def candidates(round_: int | None, verdict: str | None, full: bool, format_: str, output: Path | None, db: Path,
+               wait: float) -> None:
+    """List candidate tasks with their verdicts, in the order they were proposed."""
+    columns = _LIST_COLUMNS + "".join(f", {name}" for name in _FULL_COLUMNS if full)
+    with Store(db, read_only=True, wait=wait) as store:
+        frame = store.sql(
+            f"SELECT {columns} FROM candidates WHERE ($round IS NULL OR round = $round) "
+            "AND ($verdict IS NULL OR verdict = $verdict) ORDER BY created_at, candidate_id",
+            {"round": round_, "verdict": verdict})
+    if full and format_ == "json":  # nested JSON, not JSON in strings
+        rows = [{k: json.loads(v) if k in _FULL_COLUMNS and isinstance(v, str) else v for k, v in row.items()}
+                for row in frame.iter_rows(named=True)]
+        text = json.dumps(rows, indent=2, ensure_ascii=False, default=str) + "\n"
+        if output is not None:
+            output.write_text(text, encoding="utf-8")
+        else:
+            click.echo(text, nl=False)
+        return
+    write_frame(frame, format_, output)
+
+
+def register(group: click.Group) -> None:
+    for command in (synthesize, validate, candidates):
+        group.add_command(command)

@@ -1,0 +1,317 @@
+"""Candidate tasks: what a synthesizer proposes for a round's failure patterns, and how it is stored.
+
+A *synthesizer* reads the failure patterns of a round (rows of ``failure_patterns`` with their member
+trajectories and the tasks those trajectories attempted) and proposes ``Candidate`` tasks. Candidates are
+written to the ``candidates`` table as ``pending``; validation (``coevolve_engine.synthesis.validation``)
+later gives each one its verdict, and an accepted candidate becomes a row of ``tasks``. Every candidate stays
+in the table whatever its verdict.
+
+Synthesizers form a registry like environments and agents; third parties add theirs through the
+``coevolve_engine.synthesizers`` entry-point group::
+
+    [project.entry-points."coevolve_engine.synthesizers"]
+    mysynth = "mypackage.synth:MySynthesizer"
+
+    synthesizer = load_synthesizer("offline:bfcl")
+    candidates = synthesizer.propose(store, load_patterns(store, round=1), max_candidates=20, seed=0)
+    write_candidates(store, candidates)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
+
+from coevolve_engine.errors import CoevolveError
+from coevolve_engine.registry import Registry
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
+
+    from coevolve_engine.store import Store
+
+VERDICTS = ("pending", "accepted", "rejected")
+
+SYNTHESIZERS = Registry("synthesizer", entry_point_group="coevolve_engine.synthesizers")
+SYNTHESIZERS.register(
+    "offline:bfcl",
+    "coevolve_engine.adapters.environments.bfcl.synthesizer:OfflineBFCLSynthesizer",
+    install_hint="pip install 'coevolve-engine[bfcl]' && pip install --no-deps bfcl-eval==2026.3.23",
+    description="new BFCL multi-turn tasks by recombining and perturbing the pattern's tasks; no model needed",
+)
+SYNTHESIZERS.register(
+    "llm",
+    "coevolve_engine.synthesis.llm_synthesizer:LLMSynthesizer",
+    install_hint="pip install 'coevolve-engine[agents]'",
+    description="an explorer model acts in the environment around each pattern; a model abstracts tasks from it",
+)
+
+
+def canonical_json(value: Any) -> str:
+    """One text per JSON value (sorted keys, no spaces): what ids and hashes are computed over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def spec_json(spec: Any) -> str:
+    """A spec as JSON with its keys in their own order: order can matter (BFCL's file system loads the first
+    directory under ``root``), so specs are never key-sorted."""
+    return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
+
+
+def spec_hash(spec: Any) -> str:
+    """sha256 of a spec's JSON (keys in their own order)."""
+    return hashlib.sha256(spec_json(spec).encode("utf-8")).hexdigest()
+
+
+def synthesized_task_id(env: str, spec: Any) -> str:
+    """The task id a synthesized spec gets when no synthesizer chose one: ``<env>-syn/<hash>``."""
+    return f"{env}-syn/{spec_hash(spec)[:12]}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One proposed task. ``provenance`` says how it was made (seed, parent tasks, operators, ...)."""
+
+    candidate_id: str
+    round: int | None
+    pattern_id: str | None
+    signal: str | None
+    env: str
+    synthesizer: str
+    prompt: str
+    spec: dict[str, Any]
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, *, round: int | None, pattern_id: str | None, signal: str | None, env: str,
+               synthesizer: str, prompt: str, spec: dict[str, Any],
+               provenance: Mapping[str, Any] | None = None) -> "Candidate":
+        """A candidate whose id is a hash of (round, synthesizer, env, spec): proposing the same task twice
+        in one round names the same candidate, so writing it again adds nothing."""
+        digest = hashlib.sha256(f"{round}\n{synthesizer}\n{env}\n{spec_json(spec)}".encode("utf-8")).hexdigest()
+        return cls(f"cand-{digest[:16]}", round, pattern_id, signal, env, synthesizer, prompt, spec,
+                   dict(provenance or {}))
+
+    @property
+    def task_id(self) -> str:
+        """The task id it gets when accepted: ``provenance['task_id']`` if the synthesizer chose one."""
+        chosen = self.provenance.get("task_id")
+        return chosen if isinstance(chosen, str) and chosen else synthesized_task_id(self.env, self.spec)
+
+
+# -- patterns as synthesizers see them ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PatternMember:
+    """A flagged trajectory in a pattern, and the task it attempted."""
+
+    trajectory_id: str
+    task_id: str | None
+    signals: tuple[str, ...]
+    distance: float | None
+
+
+@dataclass(frozen=True)
+class FailurePattern:
+    """A row of ``failure_patterns`` with its members and the task records they attempted.
+
+    ``tasks`` maps task_id to the stored record (task_id, env, prompt, spec, source, meta) for every member
+    task found in ``tasks``; members are ordered by distance from the centre, then trajectory id.
+    """
+
+    pattern_id: str
+    round: int
+    step: int | None
+    size: int
+    dominant_signal: str
+    signal_counts: dict[str, int]
+    representative_trajectory: str | None
+    summary: dict[str, Any] | None
+    members: tuple[PatternMember, ...]
+    tasks: Mapping[str, dict[str, Any]]
+
+    @property
+    def task_ids(self) -> list[str]:
+        """The distinct member tasks present in the store, closest member first."""
+        seen: dict[str, None] = {}
+        for member in self.members:
+            if member.task_id is not None and member.task_id in self.tasks:
+                seen.setdefault(member.task_id, None)
+        return list(seen)
+
+
+def _json_value(text: Any) -> Any:
+    return json.loads(text) if isinstance(text, str) else text
+
+
+def latest_pattern_round(store: "Store") -> int | None:
+    """The latest round that has failure patterns, or None."""
+    return store.scalar("SELECT max(round) FROM failure_patterns")
+
+
+def load_patterns(store: "Store", round: int | None = None) -> list[FailurePattern]:
+    """The failure patterns of ``round`` (default: the latest round that has any), largest first."""
+    if round is None:
+        round = latest_pattern_round(store)
+        if round is None:
+            return []
+    rows = store.execute(
+        "SELECT pattern_id, round, step, size, dominant_signal, signal_counts, representative_trajectory, summary "
+        "FROM failure_patterns WHERE round = $round ORDER BY size DESC, pattern_id",
+        {"round": round},
+    ).fetchall()
+    members = store.execute(
+        "SELECT m.pattern_id, m.trajectory_id, t.task_id, m.signals, m.distance "
+        "FROM pattern_members AS m JOIN failure_patterns AS p USING (pattern_id) "
+        "LEFT JOIN (SELECT DISTINCT trajectory_id, task_id FROM trajectories) AS t USING (trajectory_id) "
+        "WHERE p.round = $round ORDER BY m.pattern_id, m.distance NULLS LAST, m.trajectory_id",
+        {"round": round},
+    ).fetchall()
+    by_pattern: dict[str, list[PatternMember]] = {}
+    for pattern_id, trajectory_id, task_id, signals, distance in members:
+        by_pattern.setdefault(pattern_id, []).append(
+            PatternMember(trajectory_id, task_id, tuple(signals or ()), distance))
+    task_ids = sorted({m.task_id for ms in by_pattern.values() for m in ms if m.task_id is not None})
+    tasks = {
+        task_id: {"task_id": task_id, "env": env, "prompt": prompt, "spec": _json_value(spec), "source": source,
+                  "meta": _json_value(meta)}
+        for task_id, env, prompt, spec, source, meta in store.execute(
+            "SELECT task_id, env, prompt, spec, source, meta FROM tasks WHERE list_contains($ids, task_id) "
+            "ORDER BY task_id", {"ids": task_ids}).fetchall()
+    }
+    patterns = []
+    for pattern_id, round_, step, size, signal, counts, representative, summary in rows:
+        own = tuple(by_pattern.get(pattern_id, ()))
+        patterns.append(FailurePattern(
+            pattern_id, round_, step, size, signal, _json_value(counts) or {}, representative,
+            _json_value(summary), own,
+            {m.task_id: tasks[m.task_id] for m in own if m.task_id in tasks},
+        ))
+    return patterns
+
+
+# -- synthesizers ----------------------------------------------------------------------------------------
+
+class Synthesizer(ABC):
+    """Proposes candidate tasks for failure patterns. Implementations must be deterministic given ``seed``."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
+                seed: int) -> list[Candidate]:
+        """At most ``max_candidates`` new candidates for ``patterns``; reads the store, never writes it."""
+
+
+def load_synthesizer(name: str, **options: Any) -> Synthesizer:
+    """An instance of the synthesizer registered as ``name``, built with ``options``."""
+    return SYNTHESIZERS.load(name)(**options)
+
+
+# -- the candidates table -----------------------------------------------------------------------------------
+
+def write_candidates(store: "Store", candidates: Iterable[Candidate]) -> int:
+    """Store ``candidates`` as pending, in one transaction; returns how many were new.
+
+    A candidate already in the table (same id) is left as it is, verdict included. ``created_at`` grows by a
+    microsecond per candidate, so ordering by it gives the order they were proposed in.
+    """
+    rows = list(candidates)
+    with store.transaction() as con:
+        before = con.execute("SELECT count(*) FROM candidates").fetchall()[0][0]
+        for index, candidate in enumerate(rows):
+            con.execute(
+                "INSERT INTO candidates (candidate_id, round, pattern_id, signal, env, synthesizer, prompt, spec, "
+                "verdict, provenance, created_at) VALUES ($id, $round, $pattern, $signal, $env, $synthesizer, "
+                "$prompt, CAST($spec AS JSON), 'pending', CAST($provenance AS JSON), "
+                "CAST(current_timestamp AS TIMESTAMP) + to_microseconds($index)) "
+                "ON CONFLICT (candidate_id) DO NOTHING",
+                {"id": candidate.candidate_id, "round": candidate.round, "pattern": candidate.pattern_id,
+                 "signal": candidate.signal, "env": candidate.env, "synthesizer": candidate.synthesizer,
+                 "prompt": candidate.prompt, "spec": spec_json(candidate.spec),
+                 "provenance": canonical_json(candidate.provenance), "index": index},
+            )
+        return con.execute("SELECT count(*) FROM candidates").fetchall()[0][0] - before
+
+
+def pending_candidates(store: "Store", round: int | None = None) -> list[Candidate]:
+    """Pending candidates (of ``round``, or all), in the order they were proposed."""
+    rows = store.execute(
+        "SELECT candidate_id, round, pattern_id, signal, env, synthesizer, prompt, spec, provenance "
+        "FROM candidates WHERE verdict = 'pending' AND ($round IS NULL OR round = $round) "
+        "ORDER BY created_at, candidate_id",
+        {"round": round},
+    ).fetchall()
+    return [Candidate(cid, rnd, pattern, signal, env, synthesizer, prompt or "", _json_value(spec),
+                      _json_value(provenance) or {})
+            for cid, rnd, pattern, signal, env, synthesizer, prompt, spec, provenance in rows]
+
+
+def record_verdict(con: "duckdb.DuckDBPyConnection", candidate_id: str, *, verdict: str, reason: str,
+                   checks: Sequence[Mapping[str, Any]], novelty: float | None = None,
+                   success_rate: float | None = None, task_id: str | None = None) -> None:
+    """Give a pending candidate its verdict; call inside the transaction that also adds its task.
+
+    Raises CoevolveError when the candidate is not pending (another validator got there first), so that
+    transaction rolls back.
+    """
+    if verdict not in VERDICTS[1:]:
+        raise ValueError(f"verdict must be 'accepted' or 'rejected', got {verdict!r}")
+    updated = con.execute(
+        "UPDATE candidates SET verdict = $verdict, reason = $reason, checks = CAST($checks AS JSON), "
+        "novelty = $novelty, success_rate = $success_rate, task_id = $task_id "
+        "WHERE candidate_id = $id AND verdict = 'pending' RETURNING candidate_id",
+        {"verdict": verdict, "reason": reason, "checks": canonical_json(list(checks)), "novelty": novelty,
+         "success_rate": success_rate, "task_id": task_id, "id": candidate_id},
+    ).fetchall()
+    if not updated:
+        raise CandidateNotPending(f"candidate {candidate_id!r} is not pending (already validated, or unknown)")
+
+
+class CandidateNotPending(CoevolveError):
+    """A verdict for a candidate that already has one (another validator got there first)."""
+
+
+# -- one synthesis phase ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SynthesisReport:
+    """What one ``synthesize`` call proposed and stored."""
+
+    round: int
+    synthesizer: str
+    patterns: int
+    proposed: int
+    added: int
+    by_signal: dict[str, int]
+
+
+def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "offline:bfcl",
+               max_candidates: int = 20, seed: int = 0, options: Mapping[str, Any] | None = None
+               ) -> SynthesisReport:
+    """Propose candidates for the failure patterns of ``round`` (default: the latest) and store them as pending.
+
+    Proposing is deterministic in ``seed``, and a candidate already stored is not added again, so running the
+    same call twice adds nothing the second time.
+    """
+    if max_candidates < 1:
+        raise CoevolveError(f"max_candidates must be >= 1, got {max_candidates}")
+    if round is None:
+        round = latest_pattern_round(store)
+        if round is None:
+            raise CoevolveError("the store has no failure patterns yet: cluster the flagged trajectories first")
+    patterns = load_patterns(store, round)
+    if not patterns:
+        rounds = [r for (r,) in store.execute("SELECT DISTINCT round FROM failure_patterns ORDER BY round").fetchall()]
+        raise CoevolveError(f"no failure patterns in round {round}; rounds with patterns: "
+                            f"{', '.join(map(str, rounds)) or '(none)'}")
+    proposer = load_synthesizer(synthesizer, **dict(options or {}))
+    candidates = proposer.propose(store, patterns, max_candidates=max_candidates, seed=seed)
+    added = write_candidates(store, candidates)
+    by_signal: dict[str, int] = {}
+    for candidate in candidates:
+        by_signal[candidate.signal or "-"] = by_signal.get(candidate.signal or "-", 0) + 1
+    return SynthesisReport(round, synthesizer, len(patterns), len(candidates), added, by_signal)

@@ -1,0 +1,385 @@
+"""Validation: the checks a candidate task must pass before it joins the task set.
+
+``validate_candidates`` runs, for each pending candidate in the order it was proposed, these checks, and
+stops at the first that fails; its name becomes the candidate's ``reason``:
+
+1. ``schema``: the environment accepts the spec (``Environment.check_spec``).
+2. ``ground_truth``: the environment's reference solution, replayed turn by turn in a fresh episode, gets no
+   error observation and scores 1 (for BFCL: after every turn, state and responses match what the checker
+   compares against). A solution that makes no call at all fails too: it would check nothing.
+3. ``novelty``: the highest cosine similarity of the candidate's prompt embedding to the prompts of the
+   environment's tasks in the store and of the candidates accepted before it must stay below
+   ``novelty_threshold``. The value is recorded in ``candidates.novelty`` whether or not it passes.
+4. ``agent_attempt`` (when an agent is given): K rollouts; the success rate is recorded in
+   ``candidates.success_rate``. By default it rejects nothing: the ground truth already proves the task
+   solvable, and a task the agent fails is what the curriculum wants. With ``max_success_rate`` a candidate
+   the agent solves more often is rejected as too easy (a GRPO group that always succeeds has zero
+   advantage, so it teaches nothing). Rollouts cut short by faults outside the agent do not count; if all K
+   are, validation stops with an error and the remaining candidates stay pending.
+5. ``judge`` (when given): ``judge(candidate) -> (passed, detail)``, e.g. an LLM judge.
+
+A check that raises is a failed check with the exception as its detail: the candidate is rejected and the
+run goes on. Each verdict is written in one transaction with, for an accepted candidate, its new row in
+``tasks`` (source 'synthesized', meta = provenance and checks); every candidate stays in ``candidates``.
+The store is held only while cheap checks run: it is closed while an agent plays, so readers get in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import numpy as np
+
+from coevolve_engine.errors import CoevolveError, IngestError
+from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.synthesis.candidates import (
+    Candidate,
+    CandidateNotPending,
+    pending_candidates,
+    record_verdict,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from coevolve_engine.adapters.agents import Agent
+    from coevolve_engine.adapters.environments import Environment
+    from coevolve_engine.embeddings import Embedder
+
+CHECKS = ("synthesis", "schema", "ground_truth", "novelty", "agent_attempt", "judge")
+Judge = Callable[[Candidate], "tuple[bool, str]"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's outcome, as stored in ``candidates.checks``."""
+
+    check: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What validation decided for one candidate."""
+
+    candidate_id: str
+    verdict: str  # 'accepted' or 'rejected'
+    reason: str  # the first failing check, or 'accepted'
+    checks: tuple[Check, ...]
+    novelty: float | None = None
+    success_rate: float | None = None
+    task_id: str | None = None
+
+
+@dataclass
+class ValidationReport:
+    """Every verdict of one ``validate_candidates`` run, in order."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> int:
+        return sum(v.verdict == "accepted" for v in self.verdicts)
+
+    @property
+    def rejected(self) -> int:
+        return sum(v.verdict == "rejected" for v in self.verdicts)
+
+    @property
+    def by_reason(self) -> dict[str, int]:
+        """Rejections per failing check."""
+        return dict(Counter(v.reason for v in self.verdicts if v.verdict == "rejected"))
+
+
+class AgentUnavailable(CoevolveError):
+    """Every rollout of the validating agent was cut short by a fault outside the agent."""
+
+
+def validate_candidates(
+    store_path: str | os.PathLike[str] | None,
+    *,
+    round: int | None = None,
+    env: "Environment | None" = None,
+    novelty_threshold: float = 0.95,
+    agent: "Agent | None" = None,
+    k: int = 4,
+    max_success_rate: float | None = None,
+    judge: Judge | None = None,
+    embedder: "Embedder | None" = None,
+    concurrency: int = 4,
+    wait: float = DEFAULT_WAIT_SECONDS,
+    on_verdict: Callable[[Verdict], None] | None = None,
+) -> ValidationReport:
+    """Check every pending candidate (of ``round``, or all) and record its verdict; see the module doc.
+
+    env: the environment for candidates of its name (others load theirs from the registry).
+    embedder: the sentence embedder for novelty (default: the shipped all-MiniLM-L6-v2, cached in the store).
+    on_verdict: called after each verdict is stored (progress).
+    """
+    if not 0.0 < novelty_threshold <= 1.0:
+        raise CoevolveError(f"novelty_threshold must be in (0, 1], got {novelty_threshold}")
+    if k < 1:
+        raise CoevolveError(f"k (agent rollouts per candidate) must be >= 1, got {k}")
+    if max_success_rate is not None and not 0.0 <= max_success_rate <= 1.0:
+        raise CoevolveError(f"max_success_rate must be in [0, 1], got {max_success_rate}")
+    session = _StoreSession(store_path, wait)
+    report = ValidationReport()
+    try:
+        candidates = pending_candidates(session.store, round)
+        if not candidates:
+            return report
+        novelty = _Novelty(session.store, candidates, embedder)
+        checker = _Checker(env, novelty, novelty_threshold, agent, k, max_success_rate, judge, concurrency, session)
+        for candidate in candidates:
+            verdict = checker.verdict(candidate)
+            verdict = _record(session.store, candidate, verdict)
+            if verdict is None:  # another validator decided it meanwhile
+                continue
+            if verdict.verdict == "accepted":
+                novelty.accept(candidate)
+            report.verdicts.append(verdict)
+            if on_verdict is not None:
+                on_verdict(verdict)
+    finally:
+        session.close()
+    return report
+
+
+class _StoreSession:
+    """The store, opened on demand and closed while an agent plays."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, wait: float) -> None:
+        self.path, self.wait = path, wait
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.path, create=False, wait=self.wait)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+class _Novelty:
+    """Prompt embeddings of the store's tasks (per environment) and of the candidates accepted so far."""
+
+    def __init__(self, store: Store, candidates: list[Candidate], embedder: "Embedder | None") -> None:
+        if embedder is None:
+            from coevolve_engine.embeddings import Embedder
+
+            embedder = Embedder()
+        envs = sorted({c.env for c in candidates})
+        rows = store.execute(
+            "SELECT env, prompt FROM tasks WHERE list_contains($envs, env) AND prompt IS NOT NULL AND prompt <> '' "
+            "ORDER BY task_id", {"envs": envs}).fetchall()
+        texts = [prompt for _, prompt in rows] + [c.prompt for c in candidates]
+        embedder.store = store  # cache the vectors in this store (the embedder writes in a transaction of its own)
+        vectors = embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        self._known: dict[str, list[np.ndarray]] = {name: [] for name in envs}
+        for (env, _), vector in zip(rows, vectors):
+            self._known[env].append(vector)
+        self._vectors = {c.candidate_id: vectors[len(rows) + i] for i, c in enumerate(candidates)}
+
+    def similarity(self, candidate: Candidate) -> float:
+        """Highest cosine similarity of the candidate's prompt to the known prompts of its environment."""
+        known = self._known.get(candidate.env) or []
+        if not known:
+            return 0.0
+        return float(np.max(np.stack(known) @ self._vectors[candidate.candidate_id]))
+
+    def accept(self, candidate: Candidate) -> None:
+        self._known.setdefault(candidate.env, []).append(self._vectors[candidate.candidate_id])
+
+
+class _Checker:
+    """Runs the checks of one candidate."""
+
+    def __init__(self, env: "Environment | None", novelty: _Novelty, threshold: float, agent: "Agent | None",
+                 k: int, max_success_rate: float | None, judge: Judge | None, concurrency: int,
+                 session: _StoreSession) -> None:
+        self.environments: dict[str, Environment] = {env.name: env} if env is not None else {}
+        self.novelty, self.threshold = novelty, threshold
+        self.agent, self.k, self.max_success_rate = agent, k, max_success_rate
+        self.judge, self.concurrency, self.session = judge, concurrency, session
+
+    def environment(self, name: str) -> "Environment":
+        if name not in self.environments:
+            from coevolve_engine.adapters.environments import load_environment
+
+            self.environments[name] = load_environment(name)
+        return self.environments[name]
+
+    def verdict(self, candidate: Candidate) -> Verdict:
+        checks: list[Check] = []
+        measured: dict[str, float | None] = {"novelty": None, "success_rate": None}
+        steps: list[tuple[str, Callable[[], Check]]] = [
+            ("synthesis", lambda: self._synthesis(candidate)),
+            ("schema", lambda: self._schema(candidate)),
+            ("ground_truth", lambda: self._ground_truth(candidate)),
+            ("novelty", lambda: self._novelty(candidate, measured)),
+        ]
+        if self.agent is not None:
+            steps.append(("agent_attempt", lambda: self._agent_attempt(candidate, measured)))
+        if self.judge is not None:
+            steps.append(("judge", lambda: self._judge(candidate)))
+        for name, run in steps:
+            try:
+                check = run()
+            except AgentUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a check that breaks rejects its candidate, not the run
+                check = Check(name, False, f"the check raised {type(exc).__name__}: {exc}")
+            checks.append(check)
+            if not check.passed:
+                return Verdict(candidate.candidate_id, "rejected", name, tuple(checks), **measured)
+        return Verdict(candidate.candidate_id, "accepted", "accepted", tuple(checks), **measured,
+                       task_id=candidate.task_id)
+
+    def _synthesis(self, candidate: Candidate) -> Check:
+        """A synthesizer that could not write a task (an LLM answer that was not the schema, an exploration
+        cut short) still proposes a candidate carrying why, so the failure is kept with its reason."""
+        error = candidate.provenance.get("synthesis_error")
+        if error:
+            return Check("synthesis", False, str(error))
+        return Check("synthesis", True, f"written by {candidate.synthesizer}")
+
+    def _schema(self, candidate: Candidate) -> Check:
+        if not isinstance(candidate.spec, dict):
+            return Check("schema", False, f"spec must be a JSON object, got {type(candidate.spec).__name__}")
+        problems = self.environment(candidate.env).check_spec(candidate.spec)
+        if problems:
+            return Check("schema", False, "; ".join(problems))
+        return Check("schema", True, f"a well-formed {candidate.env} spec")
+
+    def _ground_truth(self, candidate: Candidate) -> Check:
+        environment = self.environment(candidate.env)
+        solution = environment.reference_solution(candidate.spec)
+        if solution is None:
+            return Check("ground_truth", False, f"{candidate.env} gives no reference solution for this spec")
+        if not any(solution):
+            return Check("ground_truth", False, "the ground truth makes no call, so no turn would be checked")
+        errors, turns, score = _replay(environment, candidate.task_id, candidate.spec, solution)
+        problems = []
+        if turns != len(solution):
+            problems.append(f"the ground truth has {len(solution)} turns, the episode {turns}")
+        if errors:
+            problems.append(f"{len(errors)} call(s) failed: " + "; ".join(errors[:3]))
+        if not score.success or score.reward < 1.0:
+            problems.append(f"scored {score.reward:g}: {score.reason}")
+        if problems:
+            return Check("ground_truth", False, "; ".join(problems))
+        calls = sum(len(turn) for turn in solution)
+        return Check("ground_truth", True, f"{calls} calls over {turns} turns, no error, score 1: {score.reason}")
+
+    def _novelty(self, candidate: Candidate, measured: dict[str, float | None]) -> Check:
+        similarity = self.novelty.similarity(candidate)
+        measured["novelty"] = round(similarity, 6)
+        passed = similarity < self.threshold
+        relation = "<" if passed else ">="
+        return Check("novelty", passed, f"highest prompt similarity {similarity:.4f} {relation} {self.threshold:g}")
+
+    def _agent_attempt(self, candidate: Candidate, measured: dict[str, float | None]) -> Check:
+        from coevolve_engine.adapters.agents import run_rollouts
+
+        self.session.close()  # the agent may take minutes: let readers in meanwhile
+        rollouts = run_rollouts(self.environment(candidate.env),
+                                [{"task_id": candidate.task_id, "spec": candidate.spec}], self.agent, k=self.k,
+                                concurrency=min(self.k, self.concurrency))
+        played = [r for r in rollouts if r.error is None]
+        if not played:
+            raise AgentUnavailable(
+                f"every one of the {len(rollouts)} rollouts of candidate {candidate.candidate_id} was cut short "
+                f"by a fault ({rollouts[0].error if rollouts else 'no rollout'}); the remaining candidates stay "
+                "pending: fix the agent and run validate again")
+        successes = sum(r.success for r in played)
+        rate = successes / len(played)
+        measured["success_rate"] = rate
+        detail = f"{successes}/{len(played)} rollouts succeeded" + (
+            f" ({len(rollouts) - len(played)} cut short by faults, not counted)" if len(played) < len(rollouts) else "")
+        if self.max_success_rate is not None and rate > self.max_success_rate:
+            return Check("agent_attempt", False, f"{detail}: {rate:.2f} > max {self.max_success_rate:g}, too easy")
+        return Check("agent_attempt", True, detail)
+
+    def _judge(self, candidate: Candidate) -> Check:
+        outcome = self.judge(candidate)  # type: ignore[misc]
+        if not (isinstance(outcome, tuple) and len(outcome) == 2):
+            raise TypeError(f"a judge must return (passed, detail), got {outcome!r:.200}")
+        passed, detail = outcome
+        return Check("judge", bool(passed), str(detail))
+
+
+def _replay(environment: "Environment", task_id: str, spec: dict[str, Any],
+            solution: list[list[Any]]) -> tuple[list[str], int, Any]:
+    """Play ``solution`` in a fresh episode: (error observations, turns played, score)."""
+    episode = environment.start(task_id, spec)
+    errors: list[str] = []
+    turns = 0
+    try:
+        while episode.next_turn() is not None:
+            for call in solution[turns] if turns < len(solution) else []:
+                observation = episode.execute(call)
+                if observation.error:
+                    errors.append(f"turn {turns}: {call.name}: {observation.error}")
+            episode.end_turn(None)
+            turns += 1
+        return errors, turns, episode.score()
+    finally:
+        episode.close()
+
+
+def _record(store: Store, candidate: Candidate, verdict: Verdict) -> Verdict | None:
+    """Write the verdict and, when accepted, the new task, in one transaction. A task the store refuses turns
+    the verdict into a rejection (reason 'task_insert'), written on its own. None when the candidate was no
+    longer pending."""
+    checks = [asdict(check) for check in verdict.checks]
+    try:
+        with store.transaction() as con:
+            record_verdict(con, candidate.candidate_id, verdict=verdict.verdict, reason=verdict.reason,
+                           checks=checks, novelty=verdict.novelty, success_rate=verdict.success_rate,
+                           task_id=verdict.task_id)
+            if verdict.verdict == "accepted":
+                _add_task(store, candidate, checks)
+        return verdict
+    except CandidateNotPending:
+        return None
+    except IngestError as exc:
+        failed = Check("task_insert", False, str(exc))
+        verdict = Verdict(candidate.candidate_id, "rejected", "task_insert", verdict.checks + (failed,),
+                          verdict.novelty, verdict.success_rate)
+        with store.transaction() as con:
+            record_verdict(con, candidate.candidate_id, verdict="rejected", reason="task_insert",
+                           checks=[asdict(check) for check in verdict.checks], novelty=verdict.novelty,
+                           success_rate=verdict.success_rate)
+        return verdict
+
+
+def _add_task(store: Store, candidate: Candidate, checks: list[dict[str, Any]]) -> None:
+    """The accepted candidate as a row of ``tasks``, through the same checks as any ingested task."""
+    from coevolve_engine.ingest import ingest_records
+
+    meta = {**candidate.provenance, "candidate_id": candidate.candidate_id, "round": candidate.round,
+            "pattern_id": candidate.pattern_id, "signal": candidate.signal, "synthesizer": candidate.synthesizer,
+            "checks": checks}
+    record = {"task_id": candidate.task_id, "env": candidate.env, "prompt": candidate.prompt,
+              "spec": candidate.spec, "source": "synthesized", "meta": meta}
+    ingest_records(_InTransaction(store), [record], kind="tasks", label=f"candidate {candidate.candidate_id}")
+
+
+class _InTransaction:
+    """The store seen from inside a transaction already open: ``transaction()`` joins it instead of opening
+    another (DuckDB has no nested transactions), so the task insert commits or rolls back with the verdict."""
+
+    def __init__(self, store: Store) -> None:
+        self.con, self.read_only, self.path = store.con, store.read_only, store.path
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        yield self.con
+
