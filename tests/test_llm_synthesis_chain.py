@@ -122,3 +122,35 @@ def test_signals_to_validated_tasks_through_an_llm(db_path, scripted_server):
         assert purposes["abstraction"] == 1 + 3  # one good answer; three answers that were never JSON
         spec = json.loads(store.scalar("SELECT spec FROM tasks WHERE task_id = $t", {"t": task_id}))
     assert replay(env, task_id, spec, env.reference_solution(spec)).reward == 1.0  # the new task runs
+
+
+def test_the_llm_judge_rules_last_with_its_reason(db_path, scripted_server):
+    from click.testing import CliRunner
+
+    from coevolve_engine.cli import cli
+    from coevolve_engine.synthesis.candidates import Candidate, write_candidates
+    from scripted_server import text as say
+
+    env = load_environment("bfcl")
+    (task,) = list(env.load_tasks(category="multi_turn_base", limit=1))
+    with Store(db_path) as store:
+        store.add_records("tasks", [task], label="bfcl task")
+        spec = dict(task["spec"])
+        spec["turns"] = [[{"role": "user", "content": f"Errand {i + 1} of my clean-up, please."}]
+                         for i in range(len(spec["turns"]))]
+        good = Candidate.create(round=0, pattern_id=None, signal=None, env="bfcl", synthesizer="test",
+                                prompt="Errand 1 of my clean-up, please.", spec=spec,
+                                provenance={"completion_criterion": "all errands done"})
+        write_candidates(store, [good])
+    # the judge's first answer is not its schema; the second rejects the task with a reason
+    scripted_server.play([say("I think it is fine"), say('{"pass": false, "reason": "turn 1 names no folder"}')])
+    result = CliRunner().invoke(cli, ["validate", "--judge-model", "openai/scripted", "--judge-api-base",
+                                      scripted_server.api_base, "--api-key", "dummy", "--no-progress",
+                                      "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    assert "0 accepted, 1 rejected (judge 1)" in result.output
+    with Store(db_path, read_only=True) as store:
+        checks = json.loads(store.scalar("SELECT checks FROM candidates"))
+        assert [c["check"] for c in checks][-1] == "judge" and "turn 1 names no folder" in checks[-1]["detail"]
+        assert store.scalar("SELECT count(*) FROM llm_calls WHERE purpose = 'judge'") == 2
+    assert "Turn 1. User: Errand 1" in scripted_server.requests[0]["messages"][-1]["content"]

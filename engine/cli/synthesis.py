@@ -81,9 +81,11 @@ Checks, in order; the first that fails is the candidate's reason:
   ground_truth   the reference solution replays with no error and scores 1
   novelty        prompt similarity to the stored tasks and earlier accepted candidates < threshold
   agent_attempt  with --agent-model: K rollouts, success rate recorded (rejects only above --max-success-rate)
+  judge          with --judge-model: an LLM rules on the task with a strict rubric (prompt judge.md)
 \b
 Examples:
   coevolve-engine validate --round 1
+  coevolve-engine validate --judge-model openai/gpt-4o-mini
   coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 -k 4""")
 @round_option("Only the candidates of this round (default: every pending candidate).")
 @click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
@@ -100,12 +102,16 @@ Examples:
 @click.option("--max-success-rate", type=click.FloatRange(0, 1), default=None,
               help="Reject a candidate the agent solves more often than this (e.g. 0.99: a group that always "
                    "succeeds has no GRPO advantage). Default: record the rate, reject nothing on it.")
+@click.option("--judge-model", default=None,
+              help="Finally ask this model (litellm string) to rule on each task with a strict rubric; "
+                   "its calls are logged in llm_calls.")
+@click.option("--judge-api-base", default=None, help="Base URL of an OpenAI-compatible server for --judge-model.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 @db_option
 @wait_option
 def validate(round_: int | None, novelty_threshold: float, agent_model: str | None, api_base: str | None,
-             api_key: str | None, k: int, max_success_rate: float | None, progress: bool, db: Path,
-             wait: float) -> None:
+             api_key: str | None, k: int, max_success_rate: float | None, judge_model: str | None,
+             judge_api_base: str | None, progress: bool, db: Path, wait: float) -> None:
     """Run the validation checks on every pending candidate and record each verdict.
 
     An accepted candidate becomes a task (source 'synthesized'); every candidate stays in the candidates table
@@ -122,6 +128,12 @@ def validate(round_: int | None, novelty_threshold: float, agent_model: str | No
 
         agent = make_agent(agent_model, api_base=api_base, api_key=api_key, temperature=0.9, max_tokens=1024,
                            timeout=60.0, retries=2, max_steps=30, policy=None)
+    judge = None
+    if judge_model is not None:
+        from coevolve_engine.llm import LLMClient
+        from coevolve_engine.synthesis.judge import LLMJudge
+
+        judge = LLMJudge(LLMClient(db, judge_model, api_base=judge_api_base, api_key=api_key, wait=wait), db)
     with Store(db, read_only=True, wait=wait) as store:
         pending = len(pending_candidates(store, round_))
     if not pending:
@@ -130,7 +142,7 @@ def validate(round_: int | None, novelty_threshold: float, agent_model: str | No
     with click.progressbar(length=pending, label="validating", file=sys.stderr,
                            hidden=not progress) as bar:
         report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold, agent=agent, k=k,
-                                     max_success_rate=max_success_rate, wait=wait,
+                                     max_success_rate=max_success_rate, judge=judge, wait=wait,
                                      on_verdict=lambda verdict: bar.update(1))
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.by_reason.items()))
     click.echo(f"validated {len(report.verdicts)} candidates: {report.accepted} accepted, {report.rejected} "
