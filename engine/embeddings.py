@@ -54,6 +54,9 @@ class Embedder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()  # no "Loading weights" bar in the engine's output
 
             self._model = SentenceTransformer(self.model_path, device="cpu")
         return self._model
