@@ -24,3 +24,19 @@ wait_option = click.option(
     show_default=True,
     help="Seconds to wait while another process holds the store.",
 )
+
+
+def signal_options(command):
+    """The signal constants (DESIGN.md section 2) as options: --threshold, --window/-w, --theta, --min-n."""
+    for option in reversed((
+        click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+                     help="A rollout succeeds when its reward is at least this (unless its record says otherwise)."),
+        click.option("--window", "-w", "w", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="Forgetting: compare a task's score with its W most recent earlier scores."),
+        click.option("--theta", type=click.FloatRange(0, 100, min_open=True), default=5.0, show_default=True,
+                     help="Rare: a pattern whose share of all patterns so far is below THETA percent."),
+        click.option("--min-n", type=click.IntRange(min=0), default=50, show_default=True,
+                     help="Rare: only once at least this many trajectories have an action pattern."),
+    )):
+        command = option(command)
+    return command

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import db_option, signal_options, wait_option
 from coevolve_engine.store import Store
 
 
@@ -36,14 +36,7 @@ Inspect them with SQL:
                    "0 for the first]")
 @click.option("--step", type=int, default=None,
               help="Cluster the trajectories flagged at this training step. [default: the latest scored step]")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="A rollout succeeds when its reward is at least this (unless its record says otherwise).")
-@click.option("--window", "-w", "w", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Forgetting: compare a task's score with its W most recent earlier scores.")
-@click.option("--theta", type=click.FloatRange(0, 100, min_open=True), default=5.0, show_default=True,
-              help="Rare: a pattern whose share of all patterns so far is below THETA percent.")
-@click.option("--min-n", type=click.IntRange(min=0), default=50, show_default=True,
-              help="Rare: only once at least this many trajectories have an action pattern.")
+@signal_options
 @click.option("--max-trajectories", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Cluster at most this many flagged trajectories (a seeded sample when more are flagged).")
 @click.option("--max-k", type=click.IntRange(min=1), default=8, show_default=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import db_option, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.signals import SignalParams, summarise
 from coevolve_engine.store import Store
@@ -25,14 +25,7 @@ Every figure can be recomputed with coevolve-engine query, e.g.
   coevolve-engine query "select * from boundary order by step desc limit 20"
   coevolve-engine query "select * from rare_patterns where rare order by share\""""
 )
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="A rollout succeeds when its reward is at least this (unless its record says otherwise).")
-@click.option("--window", "-w", "w", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Forgetting: compare a task's score with its W most recent earlier scores.")
-@click.option("--theta", type=click.FloatRange(0, 100, min_open=True), default=5.0, show_default=True,
-              help="Rare: a pattern whose share of all patterns so far is below THETA percent.")
-@click.option("--min-n", type=click.IntRange(min=0), default=50, show_default=True,
-              help="Rare: only once at least this many trajectories have an action pattern.")
+@signal_options
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Rows in each top list.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @db_option
