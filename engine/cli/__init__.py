@@ -37,9 +37,21 @@ def cli() -> None:
 
 
 def _add_commands() -> None:
-    from coevolve_engine.cli import patterns, query, rollout, signals, store_commands, summarize, synthesis, tasks
+    from coevolve_engine.cli import (
+        curriculum,
+        export,
+        patterns,
+        query,
+        rollout,
+        signals,
+        store_commands,
+        summarize,
+        synthesis,
+        tasks,
+    )
 
-    for module in (store_commands, tasks, rollout, query, signals, patterns, summarize, synthesis):
+    for module in (store_commands, tasks, rollout, query, signals, patterns, summarize, synthesis, curriculum,
+                   export):
         module.register(cli)
 
 

@@ -1,0 +1,77 @@
+"""Weighted batches of GRPO groups: draw B tasks with probability proportional to their weight (with
+replacement) and repeat each chosen task's index K times in a row, so a group is never split or interleaved.
+
+Batch ``step`` of ``epoch`` depends only on (seed, epoch, step) and the weights: its generator is seeded from
+``SeedSequence([seed, epoch, step])``. Every process that builds the sampler with the same arguments yields the
+same indices, and a resumed run can start at any step. Drawing uses a cumulative sum computed once, so a batch
+costs O(B log N) whatever the number of tasks N.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from coevolve_engine.curriculum.strategy import CurriculumError
+
+
+class WeightedGroupSampler:
+    """Indices into ``weights`` (e.g. a WeightSet's task_ids, or a dataset's rows in the same order).
+
+    ``iter(sampler)`` yields ``num_batches`` batches (forever when None) from ``start_step`` on, flattened:
+    batch_tasks * group_size indices per batch, each task's K copies next to each other.
+    """
+
+    def __init__(self, weights: Sequence[float] | np.ndarray, *, group_size: int = 8, batch_tasks: int = 32,
+                 seed: int = 0, epoch: int = 0, start_step: int = 0, num_batches: int | None = None) -> None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 1 or w.size == 0:
+            raise CurriculumError(f"weights must be a non-empty list of numbers, got shape {w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise CurriculumError("weights must be finite and >= 0; recompute them with `coevolve-engine weights`")
+        for name, value in (("group_size", group_size), ("batch_tasks", batch_tasks)):
+            if value < 1:
+                raise CurriculumError(f"{name} must be at least 1, got {value}")
+        if seed < 0 or epoch < 0 or start_step < 0:
+            raise CurriculumError("seed, epoch and start_step must be >= 0 (they seed numpy's SeedSequence)")
+        # cdf_i = w_0 + ... + w_i: drawing u ~ U[0, total) picks the first i with cdf_i > u, i.e. i with
+        # probability w_i / total; a task of weight 0 adds nothing to the cdf and is never picked
+        self.cdf = np.cumsum(w)
+        self.total = float(self.cdf[-1])
+        if self.total <= 0:
+            raise CurriculumError("every weight is 0, so no task can be drawn; recompute the weights with "
+                                  "another strategy (e.g. --strategy uniform)")
+        self._last = int(np.flatnonzero(w > 0)[-1])
+        self.num_tasks = w.size
+        self.group_size = group_size
+        self.batch_tasks = batch_tasks
+        self.seed = seed
+        self.epoch = epoch
+        self.start_step = start_step
+        self.num_batches = num_batches
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def tasks(self, step: int) -> np.ndarray:
+        """The batch_tasks task indices of batch ``step`` (one per group)."""
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, self.epoch, step]))
+        u = rng.random(self.batch_tasks) * self.total
+        # the rounding of u * total can reach total itself: clamp onto the last task with a weight
+        return np.minimum(np.searchsorted(self.cdf, u, side="right"), self._last)
+
+    def batch(self, step: int) -> np.ndarray:
+        """Batch ``step``: every chosen task index repeated group_size times in a row."""
+        return np.repeat(self.tasks(step), self.group_size)
+
+    def __iter__(self) -> Iterator[int]:
+        step = self.start_step
+        while self.num_batches is None or step < self.start_step + self.num_batches:
+            yield from self.batch(step).tolist()
+            step += 1
+
+    def __len__(self) -> int:
+        if self.num_batches is None:
+            raise TypeError("an endless WeightedGroupSampler has no length; pass num_batches")
+        return self.num_batches * self.batch_tasks * self.group_size
