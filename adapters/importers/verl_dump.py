@@ -1,0 +1,120 @@
+"""verl's rollout dumps as trajectory records.
+
+With ``trainer.rollout_data_dir=DIR`` verl's PPO trainer (``RayPPOTrainer._dump_generations``) writes
+``DIR/<global_step>.jsonl`` after each step, one JSON line per rollout::
+
+    {"input": <prompt, decoded>, "output": <response, decoded>, "gts": <reward_model.ground_truth>,
+     "score": <sum of token-level scores>, "step": <global step>, ...<reward extra infos>}
+
+Each line becomes one trajectory record:
+
+- task_id: the line's ``task_id`` (a reward function can return it as extra info), else ``gts`` when it
+  names a task (``coevolve-engine export`` sets ground_truth to the task id) or is JSON text with a
+  ``task_id``, else the line's ``index`` looked up in the export's manifest;
+- step: ``step + step_offset``; group_id: ``task_id@step`` (a GRPO group);
+- reward: ``score`` scaled from ``reward_range`` (lo, hi) to [0, 1] and clipped (default lo 0, hi 1:
+  plain clipping); the raw score stays in ``meta.score``;
+- messages: ``[{"role": "user", "content": input}, {"role": "assistant", "content": output}]``;
+- actions: the ``<tool_call>`` blocks in the output, in order (``[]`` when it called no tool);
+- meta: ``{"importer": "verl", "score": ..., **every other field of the line}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator
+
+from coevolve_engine.adapters.importers import ImportOptions, normalise_reward
+from coevolve_engine.errors import IngestError
+
+_CONSUMED = ("input", "output", "gts", "score", "step", "task_id", "index")
+
+
+class VerlDumpImporter:
+    """Reads one verl rollout dump file (see the module doc)."""
+
+    name = "verl"
+
+    def __init__(self, options: ImportOptions) -> None:
+        self.options = options
+
+    def read(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+        try:
+            handle = path.open("rb")
+        except OSError as exc:
+            raise IngestError(str(path), f"cannot be read ({exc.strerror})") from None
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                text = raw.strip()
+                if not text:
+                    continue
+                try:
+                    line = json.loads(text)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise IngestError(str(path), f"not valid JSON ({exc})", location=f"line {number}") from None
+                if not isinstance(line, dict):
+                    raise IngestError(str(path), "expected a JSON object", location=f"line {number}")
+                yield number, self.record(line, lambda message, field=None: IngestError(
+                    str(path), message, location=f"line {number}", field=field))
+
+    def record(self, line: dict[str, Any], error) -> dict[str, Any]:
+        """The trajectory record for one parsed dump line; ``error(message, field)`` builds the exception."""
+        for name in ("input", "output"):
+            if not isinstance(line.get(name), str):
+                raise error(f"required text field is missing or not a string (verl dumps have input, output, "
+                            f"score, step)", name)
+        score = line.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise error(f"score {score!r} is not a finite number", "score")
+        step = line.get("step")
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise error(f"step {step!r} is not an integer", "step")
+        task_id = self._task_id(line, error)
+        step += self.options.step_offset
+        output = line["output"]
+        meta = {"importer": "verl", "score": score}
+        meta.update({k: v for k, v in line.items() if k not in _CONSUMED})
+        return {
+            "task_id": task_id,
+            "step": step,
+            "group_id": f"{task_id}@{step}",
+            "reward": normalise_reward(float(score), self.options.reward_range),
+            "actions": _actions(output) if self.options.parse_actions else None,
+            "messages": [{"role": "user", "content": line["input"]}, {"role": "assistant", "content": output}],
+            "policy": self.options.policy,
+            "meta": meta,
+        }
+
+    def _task_id(self, line: dict[str, Any], error) -> str:
+        known = self.options.known_tasks
+        candidates: list[tuple[str, Any]] = [("task_id", line.get("task_id")), ("gts", line.get("gts"))]
+        gts = line.get("gts")
+        if isinstance(gts, str) and gts.lstrip().startswith("{"):
+            try:
+                candidates.append(("gts", json.loads(gts).get("task_id")))
+            except (json.JSONDecodeError, AttributeError):
+                pass
+        index = line.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            candidates.append(("index", self.options.index_to_task.get(index)))
+        named = [(field, value) for field, value in candidates if isinstance(value, str) and value]
+        for field, value in named:
+            if known is None or value in known:
+                return value
+        if named:
+            field, value = named[0]
+            raise error(f"task {value!r} is not in the store (import its tasks first, or check the dump)", field)
+        raise error("cannot tell which task this rollout attempted: no task_id, no gts naming a task, and no "
+                    "index in the export manifest (export with coevolve-engine export, or pass --manifest)",
+                    "task_id")
+
+
+def _actions(output: str) -> list[dict[str, Any]]:
+    from coevolve_engine.adapters.agents.tool_parsing import parse_tool_call_text
+
+    _, calls = parse_tool_call_text(output)
+    return [{"name": call.name, "arguments": call.arguments} for call in calls]

@@ -1,0 +1,112 @@
+"""export, import-rollouts: the data contract with trainers that run outside the engine (verl, OpenRLHF)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.store import Store
+
+
+@click.command(epilog="""\b
+Examples:
+  coevolve-engine export --round 3 --format verl --out export/r3
+  coevolve-engine export --round 0 --format openrlhf --out export/r0 --uniform
+\b
+verl (train.parquet, read by verl's RLHFDataset):
+  python -m verl.trainer.main_ppo data.train_files=export/r3/train.parquet \\
+    data.sampler.class_path=pkg://coevolve_engine.trainers.verl_sampler \\
+    data.sampler.class_name=WeightedSampler data.dataloader_num_workers=0 \\
+    trainer.rollout_data_dir=rollouts/r3 ...
+  (verl 0.9 dropped data.sampler; there pass train_sampler=WeightedSampler(dataset, config.data)
+  to RayPPOTrainer in your own entry point.)
+  Each row: data_source, prompt (chat messages), ability, reward_model {style: rule, ground_truth: task id},
+  extra_info {index, task_id, env, weight, split, spec (JSON text), interaction_kwargs}.
+\b
+OpenRLHF (train.jsonl): --prompt_data export/r3/train.jsonl --input_key input --label_key label
+  --apply_chat_template (newer releases: --data.prompt_dataset, --data.input_key, --data.label_key);
+  label is JSON text {task_id, env, spec} for your reward function; weight is on every line.
+\b
+manifest.json maps each row index to its task and weight; import-rollouts --manifest reads it.""")
+@click.option("--round", "round_", type=click.IntRange(min=0), required=True, help="The round to export.")
+@click.option("--format", "format_", type=click.Choice(["verl", "openrlhf"]), required=True,
+              help="verl: train.parquet in verl's RL dataset layout; openrlhf: train.jsonl prompt data.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory to write the data file and manifest.json into (created if missing).")
+@click.option("--weights-from-round", type=click.IntRange(min=0), default=None,
+              help="Read weights from this round of task_weights instead of --round's.")
+@click.option("--uniform", is_flag=True, help="Ignore task_weights: every task in the store with weight 1.")
+@click.option("--interaction", default="coevolve", show_default=True,
+              help="verl: interaction name put in extra_info.interaction_kwargs (empty string: none).")
+@click.option("--tool", "tools", multiple=True,
+              help="verl: a tool name that receives the task in extra_info.tools_kwargs (repeatable).")
+@db_option
+@wait_option
+def export(round_: int, format_: str, out: Path, weights_from_round: int | None, uniform: bool, interaction: str,
+           tools: tuple[str, ...], db: Path, wait: float) -> None:
+    """Write a round's weighted task set for verl or OpenRLHF: one row per task with a weight above 0.
+
+    Weights come from the store's task_weights table (the curriculum writes one set per round), from
+    another round's set with --weights-from-round, or are all 1 with --uniform. Every row carries the task's
+    weight and its full spec, so a reward function or tool can score it with the task's environment.
+    """
+    from coevolve_engine.trainers.export import export_round
+
+    with Store(db, read_only=True, wait=wait) as store:
+        report = export_round(store, round_, format_, out, weights_from_round=weights_from_round, uniform=uniform,
+                              interaction=interaction or None, tools=tools)
+    click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"
+               + (f"; {report.left_out} with weight 0 left out" if report.left_out else "") + ")")
+    click.echo(f"{report.manifest}: row index -> task id and weight")
+
+
+@click.command(name="import-rollouts", epilog="""\b
+Examples:
+  coevolve-engine import-rollouts --format verl rollouts/r3 --step-offset 120
+  coevolve-engine import-rollouts --format verl rollouts/r3/17.jsonl --reward-range -1 1 --manifest export/r3
+\b
+Each dump line becomes one trajectory: task from the line's task_id, else its gts (export sets
+ground_truth to the task id), else its index in --manifest; step = step + --step-offset;
+group task@step; reward = (score - LO) / (HI - LO) clipped to [0, 1], raw score kept in meta;
+messages = the input as the user turn and the output as the assistant turn; actions = the
+<tool_call> blocks in the output.""")
+@click.argument("paths", metavar="FILE_OR_DIR...", nargs=-1, required=True,
+                type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "format_", default="verl", show_default=True,
+              help="The dump format: a registered rollout importer (built in: verl).")
+@click.option("--step-offset", type=int, default=0, show_default=True,
+              help="Added to every dumped step, to place the run after the store's history.")
+@click.option("--reward-range", type=(float, float), default=(0.0, 1.0), show_default=True, metavar="LO HI",
+              help="The trainer's score range, mapped to rewards in [0, 1]; scores outside it are clipped.")
+@click.option("--manifest", type=click.Path(exists=True, path_type=Path), default=None,
+              help="manifest.json (or its export directory) to map a line's index to its task.")
+@click.option("--policy", default=None, help="Checkpoint id to record on every imported rollout.")
+@click.option("--no-actions", is_flag=True, help="Do not read <tool_call> blocks as the rollout's actions.")
+@db_option
+@wait_option
+def import_rollouts(paths: tuple[Path, ...], format_: str, step_offset: int, reward_range: tuple[float, float],
+                    manifest: Path | None, policy: str | None, no_actions: bool, db: Path, wait: float) -> None:
+    """Import rollouts a trainer dumped (verl's trainer.rollout_data_dir) as trajectories.
+
+    A directory means its *.jsonl files in step order. Each file is one unit: checked whole and ingested
+    whole or not at all; the error names the file, the line and the field. Importing a file twice adds
+    nothing. Rollouts must name tasks that are in the store.
+    """
+    from coevolve_engine.adapters.importers import ImportOptions, import_rollouts as run_import, read_manifest
+
+    if not reward_range[1] > reward_range[0]:
+        raise click.BadParameter("HI must be greater than LO", param_hint="--reward-range")
+    options = ImportOptions(step_offset=step_offset, reward_range=reward_range, policy=policy,
+                            parse_actions=not no_actions,
+                            index_to_task=read_manifest(manifest) if manifest else {})
+    with Store(db, wait=wait) as store:
+        for report in run_import(store, paths, format=format_, options=options):
+            click.echo(f"{report.path}: {report.records} rollouts, {report.added} added, "
+                       f"{report.skipped} already present")
+
+
+def register(group: click.Group) -> None:
+    for command in (export, import_rollouts):
+        group.add_command(command)
