@@ -40,3 +40,20 @@ def signal_options(command):
     )):
         command = option(command)
     return command
+
+
+def endpoint_options(command):
+    """Where and how to reach a model: --api-base, --api-key, --timeout, --retries."""
+    for option in reversed((
+        click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
+                     help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
+                     help="API key for the model (default: the provider's usual environment variable). "
+                          "Never stored."),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+                     help="Seconds per model call."),
+        click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+                     help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON)."),
+    )):
+        command = option(command)
+    return command

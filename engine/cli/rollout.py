@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import db_option, endpoint_options, wait_option
 from coevolve_engine.errors import CoevolveError
 
 
@@ -53,16 +53,9 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
               help="Tokens per model answer.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
               help="Environment steps per episode; exceeding them fails the rollout.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-              help="Seconds per model call.")
-@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Retries of a failed model call (5xx, timeout) before the rollout is recorded as a fault.")
-@click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
-              help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
-              help="API key for the model (default: the provider's usual environment variable).")
 @click.option("--policy", default=None, help="Checkpoint id recorded on each trajectory (default: the model).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@endpoint_options
 @db_option
 @wait_option
 def rollout(env_name: str, category: str | None, model: str, k: int, step: int, n_tasks: int | None,

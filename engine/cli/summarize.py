@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import db_option, endpoint_options, wait_option
 from coevolve_engine.errors import CoevolveError
 
 QUERY_HINT = "select pattern_id, summary->>'failure_cause' from failure_patterns"
@@ -28,10 +28,6 @@ Then read them:
       from llm_calls group by purpose\"""")
 @click.option("--model", required=True,
               help="A litellm model string: openai/..., hosted_vllm/... (with --api-base), any provider.")
-@click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
-              help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
-              help="API key for the model (default: the provider's usual environment variable). Never stored.")
 @click.option("--round", "round_", type=click.IntRange(min=0), default=None,
               help="Summarise this round's patterns (default: the latest round that has patterns).")
 @click.option("--cache/--no-cache", default=True, show_default=True,
@@ -44,10 +40,7 @@ Then read them:
               help="Sampling temperature.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Tokens per answer.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-              help="Seconds per model call.")
-@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON).")
+@endpoint_options
 @db_option
 @wait_option
 def summarize(model: str, api_base: str | None, api_key: str | None, round_: int | None, cache: bool,
