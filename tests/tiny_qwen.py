@@ -1,80 +1,9 @@
-"""Build a tiny Qwen3 causal LM and tokenizer offline, in seconds, for tests.
+"""Tests build their tiny Qwen3 policy with the package's own builder (coevolve_engine.trainers.tiny_policy)."""
 
-The tokenizer is a byte-level BPE trained with ``tokenizers`` on a few strings, wrapped in
-``PreTrainedTokenizerFast`` with TRL's bundled Qwen3 chat template (which renders tools and
-``<tool_call>`` blocks). The model is ``Qwen3ForCausalLM`` from a small ``Qwen3Config``, randomly
-initialised with a fixed seed. Nothing is downloaded.
-"""
-
-from __future__ import annotations
-
-from importlib import resources
-from pathlib import Path
-
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-MARKUP = [
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<think>",
-    "</think>",
-    "<tools>",
-    "</tools>",
-]
-
-
-def qwen3_chat_template() -> str:
-    """TRL's Qwen3 chat template (tools, tool calls, tool responses)."""
-    return resources.files("trl").joinpath("chat_templates/qwen3.jinja").read_text()
-
-
-def build_tokenizer(corpus: list[str], vocab_size: int = 512):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL + MARKUP,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", clean_up_tokenization_spaces=False
-    )
-    tokenizer.add_special_tokens({"additional_special_tokens": SPECIAL[1:]})
-    tokenizer.add_tokens(MARKUP)  # whole tokens, but not "special": decoding keeps them
-    tokenizer.chat_template = qwen3_chat_template()
-    return tokenizer
-
-
-def build_tiny_qwen3(path: Path, corpus: list[str], *, hidden_size: int = 64, layers: int = 2, seed: int = 0) -> Path:
-    """Save a tokenizer and a random tiny Qwen3 model under ``path``; returns ``path``."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    tokenizer = build_tokenizer(corpus)
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=hidden_size // 4,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-    )
-    torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+from coevolve_engine.trainers.tiny_policy import (  # noqa: F401
+    MARKUP,
+    SPECIAL,
+    build_tiny_qwen3,
+    build_tokenizer,
+    qwen3_chat_template,
+)

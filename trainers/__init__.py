@@ -1,1 +1,29 @@
-"""Trainers: the contract between the engine and whatever trains the policy."""
+"""Trainers: the contract between the engine and whatever trains the policy.
+
+    from coevolve_engine.trainers import TRAINERS, BatchSource, StoreSink
+    trainer_cls = TRAINERS.load("trl-grpo")
+
+Nothing heavy is imported here: torch, transformers and TRL load when a trainer is looked up.
+"""
+
+from coevolve_engine.registry import Registry
+
+from .base import BatchSource, StoreSink, Trainer, TrainReport, TrajectorySink, group_records
+
+TRAINERS = Registry("trainer", entry_point_group="coevolve_engine.trainers")
+TRAINERS.register(
+    "trl-grpo",
+    "coevolve_engine.trainers.trl_grpo:TRLGRPOTrainer",
+    install_hint='pip install "coevolve-engine[local]" "trl>=1.16"',
+    description="TRL's GRPOTrainer in process; tool calls run in the task's environment through environment_factory",
+)
+
+__all__ = [
+    "TRAINERS",
+    "BatchSource",
+    "StoreSink",
+    "TrainReport",
+    "Trainer",
+    "TrajectorySink",
+    "group_records",
+]

@@ -1,0 +1,138 @@
+"""The trainer contract: the engine meets trainers through data.
+
+Three pieces, and nothing else, cross the boundary:
+
+- a ``BatchSource`` says which tasks to train on and how often to draw each one (task id -> weight for the
+  current round, refreshed between rounds), with a seed so draws are reproducible;
+- a ``TrajectorySink`` receives every rollout the trainer generated, one GRPO group at a time, with the
+  training step, the group id and the reward, and writes it to the store;
+- ``Trainer.train(steps)`` runs that many optimizer steps and returns a ``TrainReport``.
+
+A trainer draws groups from the source, reports each finished group to the sink, and never reads or
+writes the store itself. Any trainer that keeps this contract (TRL in process, or an exporter that hands the
+weights to verl / OpenRLHF and ingests their rollouts) plugs in through ``TRAINERS``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from coevolve_engine.adapters.agents.rollout import Rollout
+
+
+class BatchSource:
+    """Task weights for the current round: each task is drawn (as a whole GRPO group) in proportion to its
+    weight; a task with weight 0 is never drawn. ``refresh`` installs the next round's weights."""
+
+    def __init__(self, weights: Mapping[str, float], *, seed: int = 0, round: int = 0) -> None:
+        self.seed = seed
+        self.round = round
+        self._weights = self._checked(weights)
+
+    @staticmethod
+    def _checked(weights: Mapping[str, float]) -> dict[str, float]:
+        bad = {task: w for task, w in weights.items()
+               if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0}
+        if bad:
+            shown = ", ".join(f"{task}={w!r}" for task, w in list(bad.items())[:5])
+            raise ValueError(f"task weights must be finite numbers >= 0; got {shown}")
+        if not weights or sum(weights.values()) <= 0:
+            raise ValueError("at least one task needs a positive weight, or the trainer has nothing to draw")
+        return {str(task): float(w) for task, w in weights.items()}
+
+    def weights(self) -> dict[str, float]:
+        """The current round's weights (a copy)."""
+        return dict(self._weights)
+
+    def task_ids(self) -> list[str]:
+        """Every task the source knows, weight 0 included, in a stable order."""
+        return sorted(self._weights)
+
+    def refresh(self, weights: Mapping[str, float], *, round: int | None = None) -> None:
+        """Install new weights (normally the next round's); the trainer draws from them from its next batch."""
+        self._weights = self._checked(weights)
+        self.round = self.round + 1 if round is None else round
+
+
+class TrajectorySink(ABC):
+    """Receives every rollout a trainer generated, one whole group at a time."""
+
+    groups: int = 0
+    rollouts: int = 0
+
+    @abstractmethod
+    def write_group(self, rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> None:
+        """Keep one group: the K rollouts of one task generated together at training ``step``."""
+
+
+def group_records(rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> list[dict[str, Any]]:
+    """The store's trajectory records of one group, ids ``group_id#k`` so a rewrite adds nothing."""
+    records = []
+    for k, rollout in enumerate(sorted(rollouts, key=lambda r: r.sample_index)):
+        record = rollout.to_record(step=step, group_id=group_id)
+        record["trajectory_id"] = f"{group_id}#{k}"
+        records.append(record)
+    return records
+
+
+class StoreSink(TrajectorySink):
+    """Writes each group in one transaction, through a store opened only for that write (so readers can
+    query the store between groups, and an interrupted run keeps every group it finished)."""
+
+    def __init__(self, db: str | Path, *, wait: float = 30.0) -> None:
+        self.db = Path(db)
+        self.wait = wait
+        self.groups = 0
+        self.rollouts = 0
+
+    def write_group(self, rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> None:
+        from coevolve_engine.store import Store
+
+        records = group_records(rollouts, step=step, group_id=group_id)
+        with Store(self.db, wait=self.wait) as store:
+            store.add_records("trajectories", records, label=f"trainer group {group_id}")
+        self.groups += 1
+        self.rollouts += len(records)
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    """What one ``Trainer.train`` call did."""
+
+    steps: int  # optimizer steps run by this call
+    first_step: int  # the training step of this call's first rollouts (steps continue across calls)
+    groups: int  # groups reported to the sink
+    rollouts: int  # rollouts reported to the sink
+    checkpoint: Path | None  # where the policy was saved afterwards, if it was
+    seconds: float
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.seconds / self.steps if self.steps else 0.0
+
+
+class Trainer(ABC):
+    """Trains a policy on groups drawn from a ``BatchSource`` and reports every rollout to a ``TrajectorySink``."""
+
+    source: BatchSource
+    sink: TrajectorySink
+
+    @abstractmethod
+    def train(self, steps: int) -> TrainReport:
+        """Run ``steps`` optimizer steps, drawing from the source's current weights; steps continue across calls."""
+
+
+class Stopwatch:
+    """Seconds since construction (a tiny helper so trainers report timings the same way)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.start

@@ -1,0 +1,230 @@
+"""``TRLGRPOTrainer``: TRL's GRPOTrainer on the engine's tasks, weights and store.
+
+- The dataset is the tasks: one row per task with its first user message as the prompt, its spec (JSON) and
+  the tool set its episodes show (``environment``).
+- Sampling: ``_get_train_sampler`` returns a ``WeightedRepeatSampler`` that draws whole GRPO groups from the
+  ``BatchSource``'s current weights (the override TRL's maintainers recommend for custom sampling).
+- Rewards come from the environment: TRL's ``environment_factory`` runs the model's tool calls in an episode of
+  the task and asks the episode for its score (``get_reward``); see ``tool_environment``.
+- Every rollout goes to the ``TrajectorySink``: ``_calculate_rewards`` is wrapped, because it is the one place
+  where the batch's rows, completions, environments and rewards are all at hand. Rollouts are gathered from every
+  process and written by the main process only, so the same code runs under ``accelerate launch``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
+
+
+@dataclass
+class TRLGRPOConfig:
+    """Settings of the TRL GRPO trainer; defaults follow the CoEvolve paper where it gives them."""
+
+    model: str = field(
+        metadata={"help": "path of the policy to train (a transformers causal LM with a tool-calling chat template)"})
+    output_dir: str = field(metadata={"help": "where TRL writes its files and the checkpoint after each train() call"})
+    num_generations: int = field(default=8, metadata={"help": "K: rollouts per group (GRPO group size)"})
+    groups_per_step: int = field(default=4, metadata={"help": "groups (tasks) drawn per optimizer step"})
+    learning_rate: float = field(default=1e-6,
+        metadata={"help": "constant learning rate (paper 1e-6; a random tiny model needs ~1e-3)"})
+    beta: float = field(default=1e-3,
+        metadata={"help": "KL coefficient against the reference policy (0 drops the reference model)"})
+    epsilon: float = field(default=0.2, metadata={"help": "lower clipping range of the policy ratio"})
+    epsilon_high: float = field(default=0.28, metadata={"help": "upper clipping range of the policy ratio"})
+    temperature: float = field(default=0.9, metadata={"help": "rollout sampling temperature"})
+    max_completion_length: int = field(default=1024, metadata={"help": "tokens per rollout, tool results included"})
+    max_tool_calling_iterations: int = field(default=30, metadata={"help": "model turns with tool calls per rollout"})
+    use_cpu: bool | None = field(default=None, metadata={"help": "train on CPU (None: when no GPU is present)"})
+    seed: int = field(default=0,
+        metadata={"help": "seed of the model's sampling (the group draws use the BatchSource's seed)"})
+    save_checkpoint: bool = field(default=True,
+        metadata={"help": "save the policy under output_dir after each train() call"})
+    policy_name: str | None = field(default=None,
+        metadata={"help": "policy id recorded with rollouts (default: the model folder's name)"})
+    trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further GRPOConfig fields, passed as is"})
+
+    def __post_init__(self) -> None:
+        if self.num_generations < 2:
+            raise ValueError(
+                f"num_generations must be >= 2: GRPO compares rollouts within a group (got {self.num_generations})")
+        if self.groups_per_step < 1:
+            raise ValueError(f"groups_per_step must be >= 1 (got {self.groups_per_step})")
+        reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir"}
+        if reserved:
+            raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args")
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _grpo_class():
+    """TRL's GRPOTrainer with the two overrides (imported lazily: TRL and torch are heavy)."""
+    from trl import GRPOTrainer
+    from accelerate.utils import gather_object
+
+    from coevolve_engine.trainers.trl_grpo.sampler import WeightedRepeatSampler
+
+    class CoevolveGRPOTrainer(GRPOTrainer):
+        owner: "TRLGRPOTrainer"
+
+        def _get_train_sampler(self, dataset=None):
+            dataset = self.train_dataset if dataset is None else dataset
+            return WeightedRepeatSampler(
+                dataset, list(dataset["task_id"]), self.owner.source,
+                mini_repeat_count=self.num_generations,
+                batch_size=self.args.generation_batch_size // self.num_generations,
+                repeat_count=self.num_iterations * self.args.steps_per_generation,
+                seed=self.owner.source.seed + self.owner.steps_done,
+            )
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            if self.model.training and self.environments:
+                step = self.owner.steps_done + self.state.global_step + 1
+                policy = f"{self.owner.policy_name}@{step - 1}"
+                local = [
+                    environment._rollout(_json_safe(list(prompt) + list(completion)), policy, 0)
+                    for environment, prompt, completion in zip(self.environments, prompts, completions, strict=True)
+                ]
+                everything = gather_object(local)
+                if self.accelerator.is_main_process:
+                    self.owner._report(everything, step, self.num_generations)
+            return rewards
+
+    return CoevolveGRPOTrainer
+
+
+class TRLGRPOTrainer(Trainer):
+    """GRPO with TRL on tasks of one environment, drawing from a ``BatchSource``, reporting to a ``TrajectorySink``.
+
+    ``tasks`` are task records (``task_id``, ``spec``) of ``environment``; the source's weights may name only
+    these tasks. The environment's score is the reward (and what the store records); ``reward_funcs`` are
+    optional extra TRL reward functions (``f(prompts, completions, **row) -> list[float]``, e.g. a format
+    reward) added to it for training only.
+    """
+
+    def __init__(
+        self,
+        config: TRLGRPOConfig,
+        environment: Any,
+        tasks: list[dict[str, Any]],
+        source: BatchSource,
+        sink: TrajectorySink,
+        reward_funcs: list[Any] | None = None,
+    ) -> None:
+        import torch
+        from datasets import Dataset
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from trl import GRPOConfig
+
+        from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes, first_turn_spec
+
+        if not tasks:
+            raise ValueError("no tasks to train on")
+        self.config, self.environment, self.source, self.sink = config, environment, source, sink
+        self.steps_done = 0
+        self.groups = self.rollouts = 0
+        self.policy_name = config.policy_name or Path(config.model).name
+        specs = [{**task, "spec": task["spec"] if isinstance(task["spec"], dict) else json.loads(task["spec"])}
+                 for task in tasks]
+        classes, tool_sets = environment_classes(environment, specs)
+        rows = []
+        for task in specs:
+            episode = environment.start(task["task_id"], first_turn_spec(task["spec"]))
+            try:
+                prompt = [{"role": "user", "content": episode.next_turn() or ""}]
+                if system := episode.system_prompt():
+                    prompt.insert(0, {"role": "system", "content": system})
+            finally:
+                episode.close()
+            rows.append({"prompt": prompt, "task_id": task["task_id"],
+                         "spec": json.dumps(task["spec"]), "environment": tool_sets[task["task_id"]]})
+        source.weights()  # fails early on a bad source
+        use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
+        k = config.num_generations
+        settings: dict[str, Any] = dict(
+            use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
+            beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
+            gradient_accumulation_steps=1, max_completion_length=config.max_completion_length,
+            max_tool_calling_iterations=config.max_tool_calling_iterations, seed=config.seed,
+            save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
+        )
+        settings.update(config.trl_args)
+        if use_cpu:
+            settings["bf16"] = False
+        self.args = GRPOConfig(
+            output_dir=config.output_dir, num_generations=k, per_device_train_batch_size=k * config.groups_per_step,
+            max_steps=1, **settings,  # max_steps is set by each train() call
+        )
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        tokenizer.padding_side = "left"
+        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        with warnings.catch_warnings():  # environment_factory is marked experimental in TRL 1.16; we chose it
+            warnings.filterwarnings("ignore", message=".*environment_factory.*experimental", category=UserWarning)
+            self._grpo = _grpo_class()(
+                model=model, processing_class=tokenizer, args=self.args, train_dataset=Dataset.from_list(rows),
+                environment_factory=classes, reward_funcs=list(reward_funcs) if reward_funcs else None,
+            )
+        self._grpo.owner = self  # read by the sampler and the rollout hook, which run only inside train()
+
+    @classmethod
+    def from_store(
+        cls, db: str | Path, config: TRLGRPOConfig, environment: Any, source: BatchSource, *,
+        reward_funcs: list[Any] | None = None, wait: float = 30.0,
+    ) -> "TRLGRPOTrainer":
+        """A trainer on the store's tasks that ``source`` names, writing its rollouts back to the same store."""
+        from coevolve_engine.errors import CoevolveError
+        from coevolve_engine.rollouts import select_tasks
+        from coevolve_engine.store import Store
+        from coevolve_engine.trainers.base import StoreSink
+
+        with Store(db, read_only=True, wait=wait) as store:
+            tasks = select_tasks(store, environment.name, task_ids=source.task_ids())
+        missing = sorted(set(source.task_ids()) - {task["task_id"] for task in tasks})
+        if missing:
+            raise CoevolveError(f"{len(missing)} weighted task(s) are not {environment.name} tasks in {db}: "
+                                f"{', '.join(missing[:5])}")
+        return cls(config, environment, tasks, source, StoreSink(db, wait=wait), reward_funcs=reward_funcs)
+
+    @property
+    def model(self):
+        return self._grpo.model
+
+    def train(self, steps: int) -> TrainReport:
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        clock = Stopwatch()
+        groups, rollouts, first = self.groups, self.rollouts, self.steps_done + 1
+        self._grpo.args.max_steps = steps
+        self._grpo.train()
+        self.steps_done += steps
+        checkpoint = None
+        if self.config.save_checkpoint and self._grpo.accelerator.is_main_process:
+            checkpoint = Path(self.config.output_dir) / f"step-{self.steps_done}"
+            self._grpo.save_model(str(checkpoint))
+        return TrainReport(steps=steps, first_step=first, groups=self.groups - groups,
+                           rollouts=self.rollouts - rollouts, checkpoint=checkpoint, seconds=clock())
+
+    def _report(self, rollouts: list, step: int, k: int) -> None:
+        """Hand each group (K consecutive rollouts of one task) to the sink, with its id and step."""
+        seen: Counter[str] = Counter()
+        for start in range(0, len(rollouts), k):
+            group = rollouts[start:start + k]
+            task_id = group[0].task_id
+            if any(r.task_id != task_id for r in group) or len(group) != k:
+                raise RuntimeError(f"a GRPO group at step {step} is not {k} rollouts of one task; sampling is broken")
+            seen[task_id] += 1
+            group_id = f"{task_id}@{step}" if seen[task_id] == 1 else f"{task_id}@{step}~{seen[task_id]}"
+            for index, rollout in enumerate(group):
+                rollout.sample_index, rollout.group_id, rollout.step = index, group_id, step
+            self.sink.write_group(group, step=step, group_id=group_id)
+            self.groups += 1
+            self.rollouts += len(group)
