@@ -219,3 +219,19 @@ def _first_turn_tools(environment, task):
     episode = environment.start(task["task_id"], task["spec"])
     episode.next_turn()
     return episode.tools()
+
+
+def test_batch_source_reads_a_rounds_stored_weights(tmp_path):
+    from coevolve_engine.curriculum import compute_weights
+    from coevolve_engine.store import Store
+    from coevolve_engine.trainers import BatchSource
+
+    db = tmp_path / "weights.duckdb"
+    with Store(db) as store:
+        store.add_records("tasks", [{"task_id": "a"}, {"task_id": "b"}], label="tasks")
+        store.add_records("trajectories", [{"task_id": "a", "step": 0, "reward": 1.0},
+                                           {"task_id": "a", "step": 0, "reward": 1.0}], label="rollouts")
+        compute_weights(store, 0, "dapo-filter")
+    source = BatchSource.from_store(db, seed=3)
+    # dapo-filter leaves out a task whose last group was all success; b was never attempted and stays
+    assert source.weights() == {"a": 0.0, "b": 1.0} and source.round == 0 and source.seed == 3

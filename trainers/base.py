@@ -16,6 +16,7 @@ weights to verl / OpenRLHF and ingests their rollouts) plugs in through ``TRAINE
 from __future__ import annotations
 
 import math
+import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -45,6 +46,18 @@ class BatchSource:
         if not weights or sum(weights.values()) <= 0:
             raise ValueError("at least one task needs a positive weight, or the trainer has nothing to draw")
         return {str(task): float(w) for task, w in weights.items()}
+
+    @classmethod
+    def from_store(cls, db: str | os.PathLike[str], round: int | None = None, *, seed: int = 0,
+                   wait: float = 30.0) -> "BatchSource":
+        """The weights a curriculum strategy stored for ``round`` (default: the latest) in ``task_weights``."""
+        from coevolve_engine.curriculum import load_weights
+        from coevolve_engine.store import Store
+
+        with Store(db, read_only=True, wait=wait) as store:
+            weight_set = load_weights(store, round)
+        weights = dict(zip(weight_set.task_ids, (float(w) for w in weight_set.weights)))
+        return cls(weights, seed=seed, round=weight_set.round)
 
     def weights(self) -> dict[str, float]:
         """The current round's weights (a copy)."""
