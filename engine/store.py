@@ -85,6 +85,7 @@ class Store:
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a store file")
         self.con = connect(self.path, read_only=read_only, wait=wait)
+        self._transaction_depth = 0
         try:
             if read_only:
                 self._check_schema()
@@ -162,8 +163,20 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A transaction that commits on success and rolls back on any exception."""
+        """A transaction that commits on success and rolls back on any exception.
+
+        DuckDB has no nested transactions, so a ``transaction()`` opened inside another joins it: its work
+        commits or rolls back with the outermost one (e.g. a candidate's verdict and the task it becomes).
+        """
+        if self._transaction_depth:
+            self._transaction_depth += 1
+            try:
+                yield self.con
+            finally:
+                self._transaction_depth -= 1
+            return
         self.con.execute("BEGIN TRANSACTION")
+        self._transaction_depth = 1
         try:
             yield self.con
         except BaseException:
@@ -171,6 +184,8 @@ class Store:
             raise
         else:
             self.con.execute("COMMIT")
+        finally:
+            self._transaction_depth = 0
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
         """Run one statement with named parameters bound as ``$name``; returns the cursor."""

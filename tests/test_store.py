@@ -137,3 +137,21 @@ def test_a_file_that_is_not_a_store(tmp_path):
     with pytest.raises(StoreError, match="cannot open store"):
         Store(junk)
     assert junk.read_text() == "these are notes, not a database\n"
+
+
+def test_a_transaction_opened_inside_another_joins_it(store):
+    with store.transaction():
+        store.execute("INSERT INTO rounds (round) VALUES (1)")
+        with store.transaction():
+            store.execute("INSERT INTO rounds (round) VALUES (2)")
+    assert store.scalar("SELECT count(*) FROM rounds") == 2
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            store.execute("INSERT INTO rounds (round) VALUES (3)")
+            with store.transaction():
+                store.execute("INSERT INTO rounds (round) VALUES (4)")
+            raise RuntimeError("the outer transaction fails after the inner one finished")
+    assert store.scalar("SELECT count(*) FROM rounds") == 2  # the inner work rolled back with the outer
+    with store.transaction():  # and the store is usable again
+        store.execute("INSERT INTO rounds (round) VALUES (5)")
+    assert store.scalar("SELECT count(*) FROM rounds") == 3

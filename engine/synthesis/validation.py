@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -362,24 +361,9 @@ def _record(store: Store, candidate: Candidate, verdict: Verdict) -> Verdict | N
 
 def _add_task(store: Store, candidate: Candidate, checks: list[dict[str, Any]]) -> None:
     """The accepted candidate as a row of ``tasks``, through the same checks as any ingested task."""
-    from coevolve_engine.ingest import ingest_records
-
     meta = {**candidate.provenance, "candidate_id": candidate.candidate_id, "round": candidate.round,
             "pattern_id": candidate.pattern_id, "signal": candidate.signal, "synthesizer": candidate.synthesizer,
             "checks": checks}
     record = {"task_id": candidate.task_id, "env": candidate.env, "prompt": candidate.prompt,
               "spec": candidate.spec, "source": "synthesized", "meta": meta}
-    ingest_records(_InTransaction(store), [record], kind="tasks", label=f"candidate {candidate.candidate_id}")
-
-
-class _InTransaction:
-    """The store seen from inside a transaction already open: ``transaction()`` joins it instead of opening
-    another (DuckDB has no nested transactions), so the task insert commits or rolls back with the verdict."""
-
-    def __init__(self, store: Store) -> None:
-        self.con, self.read_only, self.path = store.con, store.read_only, store.path
-
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        yield self.con
-
+    store.add_records("tasks", [record], label=f"candidate {candidate.candidate_id}")  # joins the verdict's transaction
