@@ -34,7 +34,7 @@ from coevolve_engine.adapters.agents.tool_parsing import ParsedCall  # noqa: E40
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.base import ToolCall  # noqa: E402
 from coevolve_engine.patterns import find_patterns  # noqa: E402
-from coevolve_engine.rollouts import rollout_record  # noqa: E402
+from coevolve_engine.trainers.base import group_records  # noqa: E402
 from coevolve_engine.store import Store  # noqa: E402
 
 MISTAKES = ("skip_cd", "misspell", "drop_last", "unknown_tool")
@@ -108,11 +108,13 @@ def build_store(db: Path, n_tasks: int, k: int, seed: int) -> dict[str, float]:
         solution = env.reference_solution(task["spec"])
         rates = (rng.uniform(0.3, 1.0), rng.uniform(0.1, 0.8))  # success rate at step 0 and step 1
         for step, rate in enumerate(rates):
+            group = []
             for index in range(k):
                 mistake = None if rng.random() < rate else rng.choice(MISTAKES)
                 rollout = ReplayAgent(mistaken_plan(solution, mistake, rng)).run(env, task["task_id"], task["spec"])
-                rollout.group_id, rollout.sample_index = f"{task['task_id']}@{step}", index
-                records.append(rollout_record(rollout, step))
+                rollout.sample_index = index
+                group.append(rollout)
+            records += group_records(group, step=step, group_id=f"{task['task_id']}@{step}")
     timings["play episodes"] = time.perf_counter() - started
     started = time.perf_counter()
     with Store(db) as store:

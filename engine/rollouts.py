@@ -3,13 +3,13 @@
 A group (the K rollouts of one task at one step) is written in one transaction when its last rollout
 finishes, through a store opened only for that write, so readers can query between groups, an interrupted
 run keeps every finished group, and a rerun skips the tasks whose group at that step is already stored.
-Rollout ids are ``task_id@step#k``, so nothing is ever written twice.
+Rollout ids are ``task_id@step#k`` (``trainers.base.group_records``), so nothing is ever written twice.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -48,35 +48,31 @@ def select_tasks(store: Store, env: str, *, category: str | None = None, task_id
     return [{"task_id": task_id, "spec": json.loads(spec)} for task_id, spec in rows]
 
 
-def rollout_record(rollout: "Rollout", step: int) -> dict[str, Any]:
-    """The trajectory record of a finished rollout, with its deterministic id."""
-    record = rollout.to_record(step=step)
-    record["trajectory_id"] = f"{rollout.task_id}@{step}#{rollout.sample_index}"
-    return record
-
-
-@dataclass
 class GroupWriter:
-    """Buffers rollouts per group and writes each group whole when its K-th rollout arrives."""
+    """Buffers rollouts per group and writes each group whole, through ``StoreSink``, when its K-th arrives."""
 
-    db: Path
-    k: int
-    step: int
-    wait: float = 30.0
-    written_groups: int = 0
-    written_rollouts: int = 0
-    _pending: dict[str, list["Rollout"]] = field(default_factory=lambda: defaultdict(list))
+    def __init__(self, db: Path, k: int, step: int, wait: float = 30.0) -> None:
+        from coevolve_engine.trainers.base import StoreSink
+
+        self.k = k
+        self.step = step
+        self.sink = StoreSink(db, wait=wait, label="rollout group")
+        self._pending: dict[str, list["Rollout"]] = defaultdict(list)
+
+    @property
+    def written_groups(self) -> int:
+        return self.sink.groups
+
+    @property
+    def written_rollouts(self) -> int:
+        return self.sink.rollouts
 
     def __call__(self, rollout: "Rollout") -> None:
         group = self._pending[rollout.group_id]
         group.append(rollout)
         if len(group) == self.k:
-            records = [rollout_record(r, self.step) for r in sorted(group, key=lambda r: r.sample_index)]
-            with Store(self.db, wait=self.wait) as store:
-                store.add_records("trajectories", records, label=f"rollout group {rollout.group_id}")
+            self.sink.write_group(group, step=self.step, group_id=rollout.group_id)
             del self._pending[rollout.group_id]
-            self.written_groups += 1
-            self.written_rollouts += len(records)
 
 
 @dataclass(frozen=True)

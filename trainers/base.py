@@ -98,9 +98,10 @@ class StoreSink(TrajectorySink):
     """Writes each group in one transaction, through a store opened only for that write (so readers can
     query the store between groups, and an interrupted run keeps every group it finished)."""
 
-    def __init__(self, db: str | Path, *, wait: float = 30.0) -> None:
+    def __init__(self, db: str | Path, *, wait: float = 30.0, label: str = "trainer group") -> None:
         self.db = Path(db)
         self.wait = wait
+        self.label = label  # names the write in the ingests table: '<label> <group_id>'
         self.groups = 0
         self.rollouts = 0
 
@@ -109,7 +110,7 @@ class StoreSink(TrajectorySink):
 
         records = group_records(rollouts, step=step, group_id=group_id)
         with Store(self.db, wait=self.wait) as store:
-            store.add_records("trajectories", records, label=f"trainer group {group_id}")
+            store.add_records("trajectories", records, label=f"{self.label} {group_id}")
         self.groups += 1
         self.rollouts += len(records)
 
