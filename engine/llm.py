@@ -38,14 +38,6 @@ from coevolve_engine.errors import CoevolveError
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
 DEFAULT_MAX_ATTEMPTS = 3
-_TRANSPORT_ERRORS = (
-    "Timeout",
-    "APIConnectionError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "BadGatewayError",
-    "RateLimitError",
-)
 
 
 class LLMError(CoevolveError):
@@ -303,8 +295,10 @@ class LLMClient:
             if hit is not None:
                 usage.cached += 1
                 return hit[0], hit[1], True
-        litellm = _import_litellm()
-        retryable = tuple(cls for name in _TRANSPORT_ERRORS if isinstance(cls := getattr(litellm, name, None), type))
+        from coevolve_engine.adapters.agents.litellm_agent import completion_cost, import_litellm, retryable_errors
+
+        litellm = import_litellm()
+        retryable = retryable_errors(litellm)
         attempts = self.retries + 1
         for attempt in range(attempts):
             started = time.perf_counter()
@@ -328,7 +322,7 @@ class LLMClient:
                 time.sleep(self.retry_backoff_s * (2**attempt))
                 continue
             prompt_tokens, completion_tokens = _tokens(response)
-            cost = _cost(litellm, raw)
+            cost = completion_cost(litellm, raw)
             usage.requests += 1
             usage.prompt_tokens += prompt_tokens or 0
             usage.completion_tokens += completion_tokens or 0
@@ -386,12 +380,6 @@ class LLMClient:
         return call_id, response
 
 
-def _import_litellm() -> Any:
-    from coevolve_engine.adapters.agents.litellm_agent import import_litellm
-
-    return import_litellm()
-
-
 def _response_dict(raw: Any) -> dict[str, Any]:
     """The response as plain JSON data; a fault when it carries no assistant message."""
     try:
@@ -408,10 +396,3 @@ def _response_dict(raw: Any) -> dict[str, Any]:
 def _tokens(response: dict[str, Any]) -> tuple[int | None, int | None]:
     usage = _field(response, "usage") or {}
     return _field(usage, "prompt_tokens"), _field(usage, "completion_tokens")
-
-
-def _cost(litellm: Any, raw: Any) -> float | None:
-    try:
-        return float(litellm.completion_cost(completion_response=raw))
-    except Exception:  # noqa: BLE001 - a model litellm has no price for (a local server): cost unknown
-        return None

@@ -36,7 +36,8 @@ def import_litellm() -> Any:
     return litellm
 
 
-def _retryable_errors(litellm: Any) -> tuple[type[BaseException], ...]:
+def retryable_errors(litellm: Any) -> tuple[type[BaseException], ...]:
+    """litellm's transport faults worth another attempt (timeouts, connection errors, 5xx, rate limits)."""
     names = (
         "Timeout",
         "APIConnectionError",
@@ -46,6 +47,14 @@ def _retryable_errors(litellm: Any) -> tuple[type[BaseException], ...]:
         "RateLimitError",
     )
     return tuple(cls for name in names if isinstance(cls := getattr(litellm, name, None), type))
+
+
+def completion_cost(litellm: Any, response: Any) -> float | None:
+    """What litellm prices a response at, or None for a model it has no price for (a local server)."""
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # noqa: BLE001 - an unpriced model has no known cost
+        return None
 
 
 UNNAMED_CALL = "unnamed_tool_call"
@@ -210,14 +219,11 @@ class LiteLLMAgent(Agent):
         if self.cost_per_token is not None:
             input_cost, output_cost = self.cost_per_token
             return (reply.prompt_tokens or 0) * input_cost + (reply.completion_tokens or 0) * output_cost
-        try:
-            return float(litellm.completion_cost(completion_response=response))
-        except Exception:  # noqa: BLE001 - an unpriced model (a local server) has no known cost
-            return None
+        return completion_cost(litellm, response)
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         litellm = import_litellm()
-        retryable = _retryable_errors(litellm)
+        retryable = retryable_errors(litellm)
         request = self._request(messages, tools)
         started = time.perf_counter()
         attempts = self.num_retries + 1
