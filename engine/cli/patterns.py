@@ -24,6 +24,7 @@ def _short(text: str | None, limit: int = 60) -> str:
 Examples:
   coevolve-engine patterns                          latest step, next round, default signal constants
   coevolve-engine patterns --step 40 --window 5     the trajectories flagged at step 40 with W = 5
+  coevolve-engine patterns --from-step 31 --step 40 what was flagged over steps 31..40
   coevolve-engine patterns --round 0 --replace      find round 0's patterns again
 \b
 Inspect them with SQL:
@@ -36,6 +37,8 @@ Inspect them with SQL:
                    "0 for the first]")
 @click.option("--step", type=int, default=None,
               help="Cluster the trajectories flagged at this training step. [default: the latest scored step]")
+@click.option("--from-step", "first_step", type=int, default=None,
+              help="Cluster what was flagged at steps FROM_STEP .. --step (e.g. a whole round). [default: --step only]")
 @signal_options
 @click.option("--max-trajectories", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Cluster at most this many flagged trajectories (a seeded sample when more are flagged).")
@@ -45,8 +48,8 @@ Inspect them with SQL:
 @click.option("--replace", is_flag=True, help="Delete the round's existing patterns and write them again.")
 @db_option
 @wait_option
-def patterns(round_: int | None, step: int | None, threshold: float, w: int, theta: float, min_n: int,
-             max_trajectories: int, max_k: int, seed: int, replace: bool, db: Path, wait: float) -> None:
+def patterns(round_: int | None, step: int | None, first_step: int | None, threshold: float, w: int, theta: float,
+             min_n: int, max_trajectories: int, max_k: int, seed: int, replace: bool, db: Path, wait: float) -> None:
     """Group the trajectories flagged at one step into failure patterns.
 
     Each trajectory flagged at the step (forgetting, boundary or rare; one trajectory may carry several
@@ -62,7 +65,8 @@ def patterns(round_: int | None, step: int | None, threshold: float, w: int, the
 
     params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n)
     with Store(db, create=False, wait=wait) as store:
-        report = find_patterns(store, round=round_, step=step, params=params, max_trajectories=max_trajectories,
+        report = find_patterns(store, round=round_, step=step, first_step=first_step, params=params,
+                               max_trajectories=max_trajectories,
                                max_k=max_k, seed=seed, replace=replace,
                                progress=lambda line: click.echo(line, err=True))
     sample = f" (a seeded sample of {report.clustered})" if report.clustered < report.flagged else ""

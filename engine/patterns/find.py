@@ -107,6 +107,7 @@ def find_patterns(
     *,
     round: int | None = None,
     step: int | None = None,
+    first_step: int | None = None,
     params: SignalParams | None = None,
     max_trajectories: int = DEFAULT_MAX_TRAJECTORIES,
     max_k: int = DEFAULT_MAX_K,
@@ -120,6 +121,7 @@ def find_patterns(
     round: default 1 + the latest round in failure_patterns (0 for the first). A round that already has
         patterns is refused unless ``replace``, which deletes and rewrites them in one transaction.
     step: default the latest step with scored trajectories.
+    first_step: cluster what was flagged at steps ``first_step`` .. ``step`` (default: at ``step`` only).
     params: the signal constants that decide what is flagged (default ``SignalParams()``).
     max_trajectories: cluster at most this many (a seeded sample when more are flagged).
     max_k: try at most this many patterns. seed: the sample and KMeans seed.
@@ -134,7 +136,7 @@ def find_patterns(
         round_ = next_round(store) if round is None else round
         check_round(store, round_, replace=replace)  # fail before the slow phases
         step_ = latest_step(store) if step is None else step
-        selection = select_flagged(store, step_, params, limit=max_trajectories, seed=seed)
+        selection = select_flagged(store, step_, params, limit=max_trajectories, seed=seed, first_step=first_step)
         if not selection.rows:
             raise CoevolveError(explain_none_flagged(store, step_, params))
     rows = selection.rows
@@ -156,7 +158,8 @@ def find_patterns(
     with clock.phase("write"):
         stored_params = {
             **params.bind(), "model": embedder.model_name, "k": clustering.k, "max_k": max_k, "seed": seed,
-            "step": step_, "flagged": selection.flagged, "clustered": len(rows),
+            "step": step_, "first_step": step_ if first_step is None else first_step,
+            "flagged": selection.flagged, "clustered": len(rows),
             "max_trajectories": max_trajectories, "silhouette": clustering.silhouette,
             "fitted_on": clustering.fitted_on, "render_max_chars": MAX_CHARS,
         }

@@ -1,4 +1,5 @@
-"""Select the trajectories flagged at one step, one row per trajectory with all the signals it carries.
+"""Select the trajectories flagged at one step (or over a range of steps, e.g. a round's), one row per trajectory
+with all the signals it carries.
 
 ``flagged_trajectories_with`` has one row per (trajectory, signal); here the signals of a trajectory become
 one list, ordered forgetting, boundary, rare. When more trajectories are flagged than ``limit``, a seeded
@@ -21,7 +22,7 @@ FLAGGED_AT_STEP_SQL = """
 WITH flags AS (
     SELECT trajectory_id, list(DISTINCT signal) AS signals
     FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
-    WHERE step = $step
+    WHERE step BETWEEN $first_step AND $step
     GROUP BY trajectory_id
 ),
 chosen AS (
@@ -70,9 +71,15 @@ def _parsed(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def select_flagged(store: Store, step: int, params: SignalParams, *, limit: int, seed: int = 0) -> FlaggedSelection:
-    """The trajectories flagged at ``step`` under ``params``, at most ``limit`` of them (a seeded sample)."""
-    cursor = store.execute(FLAGGED_AT_STEP_SQL, {**params.bind(), "step": step, "seed": seed, "limit": limit})
+def select_flagged(store: Store, step: int, params: SignalParams, *, limit: int, seed: int = 0,
+                   first_step: int | None = None) -> FlaggedSelection:
+    """The trajectories flagged at ``step`` (at steps ``first_step`` .. ``step`` when given) under ``params``, at
+    most ``limit`` of them (a seeded sample)."""
+    first = step if first_step is None else first_step
+    if first > step:
+        raise CoevolveError(f"first_step {first} is after step {step}")
+    cursor = store.execute(FLAGGED_AT_STEP_SQL, {**params.bind(), "step": step, "first_step": first, "seed": seed,
+                                                 "limit": limit})
     names = [column[0] for column in cursor.description]
     rows = []
     flagged = 0
