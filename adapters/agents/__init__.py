@@ -28,6 +28,12 @@ AGENTS.register(
     install_hint='pip install "coevolve-engine[local]"',
     description="a transformers causal LM from a local path, run in process",
 )
+AGENTS.register(
+    "reference",
+    "coevolve_engine.adapters.agents.reference_agent:ReferenceAgent",
+    install_hint="pip install coevolve-engine",
+    description="plays the environment's reference solution; demonstrations for SFT warm-up and sanity checks",
+)
 
 __all__ = [
     "AGENTS",

@@ -12,8 +12,13 @@ from coevolve_engine.errors import CoevolveError
 
 def make_agent(model: str, *, api_base: str | None, api_key: str | None, temperature: float, max_tokens: int,
                timeout: float, retries: int, max_steps: int, policy: str | None):
-    """A LocalAgent when MODEL is a local directory, otherwise a LiteLLMAgent for the model string."""
+    """The ReferenceAgent for "reference", a LocalAgent when MODEL is a local directory, otherwise a LiteLLMAgent
+    for the model string."""
     try:
+        if model == "reference":
+            from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
+
+            return ReferenceAgent(max_steps=max_steps, policy=policy)
         if Path(model).is_dir():
             from coevolve_engine.adapters.agents.local_agent import LocalAgent
 
@@ -33,12 +38,14 @@ Examples:
   coevolve-engine rollout --env bfcl --category multi_turn_base --model hosted_vllm/Qwen/Qwen3-4B \\
       --api-base http://127.0.0.1:8000/v1 -k 8 --step 0 --tasks 32
   coevolve-engine rollout --env bfcl --model openai/gpt-4o-mini -k 4 --step 3 --task-id bfcl:multi_turn_base_0
+  coevolve-engine rollout --env bfcl --category multi_turn_base --model reference -k 1 --step 0
 \b
 Then: coevolve-engine signals, or coevolve-engine query "select * from task_steps where step = 0".""")
 @click.option("--env", "env_name", required=True, help="A registered environment, e.g. bfcl.")
 @click.option("--category", default=None, help="Only tasks of this category (spec.category).")
 @click.option("--model", required=True,
-              help="A litellm model string (openai/..., hosted_vllm/..., any provider) or a local model directory.")
+              help="A litellm model string (openai/..., hosted_vllm/..., any provider), a local model directory, "
+                   "or 'reference' to play each task's reference solution (demonstrations for SFT warm-up).")
 @click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="Rollouts per task (a group).")
 @click.option("--step", type=click.IntRange(min=0), required=True, help="The training step these rollouts belong to.")
 @click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
