@@ -53,9 +53,16 @@ def build_tokenizer(corpus: list[str], vocab_size: int = 512):
 
 
 def build_tiny_qwen3(
-    path: Path, corpus: list[str], *, hidden_size: int = 64, layers: int = 2, seed: int = 0, vocab_size: int = 512
+    path: Path, corpus: list[str], *, hidden_size: int = 64, layers: int = 2, seed: int = 0, vocab_size: int = 512,
+    sliding_window: int | None = None,
 ) -> Path:
-    """Save a tokenizer and a random tiny Qwen3 model under ``path``; returns ``path``."""
+    """Save a tokenizer and a random tiny Qwen3 model under ``path``; returns ``path``.
+
+    sliding_window: attend only to this many previous tokens in every layer. A random model's attention spreads
+    evenly over a long prompt (a BFCL prompt is ~2,400 tokens of tool schemas), and with full attention a tiny
+    model needs minutes to learn where it is in its completion; with a window of ~64 it learns to imitate
+    demonstrations in seconds, since the user's request ends right before the reply.
+    """
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -74,9 +81,27 @@ def build_tiny_qwen3(
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
     )
+    if sliding_window is not None:
+        config.use_sliding_window, config.sliding_window = True, sliding_window
+        config.layer_types = ["sliding_attention"] * layers
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def demonstration_corpus(rows: list[dict], vocab_size: int = 2048) -> list[str]:
+    """Texts to train a tiny policy's tokenizer on, from SFT demonstrations (``trainers.sft.demonstrations``
+    rows): the chat template, each row's tools and prompt, and each row rendered whole as SFT renders it (with a
+    first tokenizer trained on the rest, since rendering needs one)."""
+    import json
+
+    from trl.chat_template_utils import get_training_chat_template
+
+    corpus = [qwen3_chat_template()] + [json.dumps(row["tools"]) + row["prompt"][-1]["content"] for row in rows]
+    draft = build_tokenizer(corpus, vocab_size=vocab_size)
+    corpus += [draft.apply_chat_template(row["prompt"] + row["completion"], tools=row["tools"], tokenize=False,
+                                         chat_template=get_training_chat_template(draft)) for row in rows]
+    return corpus

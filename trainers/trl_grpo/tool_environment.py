@@ -149,6 +149,32 @@ class EpisodeEnvironment:
         )
 
 
+def task_prompt(environment: Environment, task: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a TRL rollout of ``task`` starts from: the prompt messages (the episode's system prompt, if any, and
+    the first user message) and the OpenAI tool schemas the episode shows at that turn."""
+    episode = environment.start(task["task_id"], first_turn_spec(task["spec"]))
+    try:
+        prompt = [{"role": "user", "content": episode.next_turn() or ""}]
+        if system := episode.system_prompt():
+            prompt.insert(0, {"role": "system", "content": system})
+        tools = episode.tools()
+    finally:
+        episode.close()
+    return prompt, tools
+
+
+def trl_tool_schemas(environment_class: type[EpisodeEnvironment]) -> list[dict[str, Any]]:
+    """The JSON schemas of the tools TRL shows for a generated class, in TRL's order: its public methods but
+    ``reset`` and ``get_reward``, sorted by name, each through transformers' ``get_json_schema`` (what
+    ``apply_chat_template`` does with a callable tool)."""
+    from transformers.utils import get_json_schema
+
+    instance = environment_class()
+    return [get_json_schema(getattr(instance, name))
+            for name, _ in inspect.getmembers(environment_class, predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")]
+
+
 def environment_classes(
     environment: Environment, tasks: list[dict[str, Any]]
 ) -> tuple[dict[str, type[EpisodeEnvironment]], dict[str, str]]:
@@ -157,12 +183,7 @@ def environment_classes(
     classes: dict[str, type[EpisodeEnvironment]] = {}
     task_sets: dict[str, str] = {}
     for task in tasks:
-        episode = environment.start(task["task_id"], first_turn_spec(task["spec"]))
-        try:
-            episode.next_turn()
-            tools = episode.tools()
-        finally:
-            episode.close()
+        _, tools = task_prompt(environment, task)
         name = tool_set_name(tools)
         task_sets[task["task_id"]] = name
         if name not in classes:

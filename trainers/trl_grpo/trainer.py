@@ -125,7 +125,7 @@ class TRLGRPOTrainer(Trainer):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from trl import GRPOConfig
 
-        from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes, first_turn_spec
+        from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes, task_prompt
 
         if not tasks:
             raise ValueError("no tasks to train on")
@@ -138,13 +138,7 @@ class TRLGRPOTrainer(Trainer):
         classes, tool_sets = environment_classes(environment, specs)
         rows = []
         for task in specs:
-            episode = environment.start(task["task_id"], first_turn_spec(task["spec"]))
-            try:
-                prompt = [{"role": "user", "content": episode.next_turn() or ""}]
-                if system := episode.system_prompt():
-                    prompt.insert(0, {"role": "system", "content": system})
-            finally:
-                episode.close()
+            prompt, _ = task_prompt(environment, task)
             rows.append({"prompt": prompt, "task_id": task["task_id"],
                          "spec": json.dumps(task["spec"]), "environment": tool_sets[task["task_id"]]})
         source.weights()  # fails early on a bad source

@@ -1,0 +1,204 @@
+"""The sft trainer (rejection-sampling fine-tuning): reference demonstrations of three BFCL multi_turn_base tasks
+in a real store, TRL's SFTTrainer on CPU on a tiny Qwen3 policy, and the warmed-up policy then making the
+reference's first call from the very prompt the trl-grpo trainer renders, and earning rewards in GRPO.
+
+Tasks: TradingBot tasks whose first turn needs one call each (get_stock_info, get_watchlist, add_to_watchlist),
+plus a fourth one whose weight is 0, so its demonstrations must be left out.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+pytest.importorskip("bfcl_eval")
+
+import torch  # noqa: E402
+
+from coevolve_engine.errors import CoevolveError  # noqa: E402
+from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.trainers import TRAINERS, BatchSource  # noqa: E402
+
+TASKS = ["bfcl/multi_turn_base_100", "bfcl/multi_turn_base_116", "bfcl/multi_turn_base_142"]
+LEFT_OUT = "bfcl/multi_turn_base_105"  # weight 0
+WEIGHTS = {**{task: 1.0 for task in TASKS}, LEFT_OUT: 0.0}
+SFT_STEPS = 100
+K = 4  # GRPO group size after the warm-up
+HIDDEN = 96
+WINDOW = 64
+
+
+@pytest.fixture(scope="module")
+def bfcl():
+    from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
+
+    environment = BFCLEnvironment()
+    tasks = [t for t in environment.load_tasks(category="multi_turn_base") if t["task_id"] in WEIGHTS]
+    return environment, sorted(tasks, key=lambda t: t["task_id"])
+
+
+@pytest.fixture(scope="module")
+def store_db(bfcl, tmp_path_factory):
+    """Tasks, two reference rollouts of each at step 0 (identical: one demonstration each) and a failure."""
+    from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
+    from coevolve_engine.rollouts import run_rollout_job
+
+    environment, tasks = bfcl
+    db = tmp_path_factory.mktemp("sft-store") / "store.duckdb"
+    with Store(db) as store:
+        store.add_records("tasks", tasks)
+        store.add_records("trajectories", [{
+            "task_id": TASKS[0], "step": 5, "group_id": "failed", "reward": 0.0, "success": False,
+            "messages": [{"role": "user", "content": tasks[0]["spec"]["turns"][0][0]["content"]},
+                         {"role": "assistant", "content": "No idea."}]}], label="a failure")
+    summary = run_rollout_job(db, environment, "bfcl", ReferenceAgent(), k=2, step=0, concurrency=1)
+    assert (summary.rollouts, summary.successes) == (2 * len(WEIGHTS), 2 * len(WEIGHTS))
+    return db
+
+
+def test_demonstrations_are_the_grpo_prompt_and_the_first_turn_of_each_success(bfcl, store_db):
+    from coevolve_engine.trainers.sft import demonstrations
+    from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes, task_prompt, trl_tool_schemas
+
+    environment, tasks = bfcl
+    rows = demonstrations(store_db, environment, task_ids=TASKS)
+    assert [row["task_id"] for row in rows] == TASKS  # two identical reference rollouts each: one row; no failure
+    (tool_class,) = environment_classes(environment, tasks)[0].values()
+    by_id = {task["task_id"]: task for task in tasks}
+    for row in rows:
+        task = by_id[row["task_id"]]
+        assert row["prompt"] == task_prompt(environment, task)[0]
+        assert row["tools"] == trl_tool_schemas(tool_class)
+        (call,) = environment.reference_solution(task["spec"])[0]
+        assert [m["role"] for m in row["completion"]] == ["assistant", "tool", "assistant"]
+        assert row["completion"][0]["tool_calls"] == [
+            {"type": "function", "function": {"name": call.name, "arguments": call.arguments}}]
+        assert row["completion"][-1] == {"role": "assistant", "content": "Done."}
+    whole = demonstrations(store_db, environment, task_ids=TASKS[:1], first_turn_only=False)
+    assert sum(m["role"] == "user" for m in whole[0]["completion"]) == len(by_id[TASKS[0]]["spec"]["turns"]) - 1
+
+
+def test_no_successes_is_a_clear_error(bfcl, tmp_path):
+    from coevolve_engine.trainers.sft import demonstrations
+
+    environment, tasks = bfcl
+    db = tmp_path / "empty.duckdb"
+    with Store(db) as store:
+        store.add_records("tasks", tasks)
+    with pytest.raises(CoevolveError, match=f"no bfcl trajectories with reward >= 1.0 in {db}.*--model reference"):
+        demonstrations(db, environment)
+
+
+@pytest.fixture(scope="module")
+def warmed(bfcl, store_db, tmp_path_factory):
+    """A tiny policy (tokenizer trained on the rendered demonstrations), fine-tuned on them."""
+    from coevolve_engine.trainers.sft import RFTConfig, demonstrations
+    from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, demonstration_corpus
+
+    environment, _ = bfcl
+    tmp = tmp_path_factory.mktemp("sft")
+    rows = demonstrations(store_db, environment)
+    corpus = demonstration_corpus(rows, vocab_size=2048)
+    # Local attention (see build_tiny_qwen3): with full attention this model does not learn the demonstrations.
+    policy = build_tiny_qwen3(tmp / "policy", corpus * 2, hidden_size=HIDDEN, vocab_size=2048, sliding_window=WINDOW)
+    # Each completion token sees at most 2 x WINDOW tokens back, and RoPE scores depend on relative positions
+    # only, so keeping the last 512 tokens of each ~2,400-token sequence computes the same loss 9x faster.
+    config = RFTConfig(model=str(policy), output_dir=str(tmp / "out"), steps=SFT_STEPS, max_length=512,
+                       trl_args={"truncation_mode": "keep_end"})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*keep_end.* truncation mode is deprecated", category=FutureWarning)
+        trainer = TRAINERS.load("sft").from_store(store_db, config, environment, BatchSource(WEIGHTS, seed=0))
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    report = trainer.train()
+    return trainer, before, report, tmp
+
+
+def test_sft_trains_on_the_weighted_tasks_and_saves_a_checkpoint(warmed):
+    trainer, before, report, _ = warmed
+    assert sorted({row["task_id"] for row in trainer.rows}) == TASKS  # LEFT_OUT has weight 0
+    assert (report.steps, report.first_step, report.groups, report.rollouts) == (SFT_STEPS, 1, 0, 0)
+    assert (report.checkpoint / "config.json").exists() and report.checkpoint.name == f"step-{SFT_STEPS}"
+    assert any(not torch.equal(p.detach(), before[name]) for name, p in trainer.model.named_parameters())
+    losses = trainer.losses
+    assert len(losses) == SFT_STEPS and losses[-1] < losses[0] / 4, losses
+    print(f"\nSFT: {report.steps} steps in {report.seconds:.1f} s, loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+
+
+@pytest.fixture(scope="module")
+def grpo(bfcl, store_db, warmed):
+    """The trl-grpo trainer on the same tasks, starting from the SFT checkpoint."""
+    from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig
+
+    environment, _ = bfcl
+    report, tmp = warmed[2], warmed[3]
+    config = TRLGRPOConfig(model=str(report.checkpoint), output_dir=str(tmp / "grpo"), num_generations=K,
+                           groups_per_step=len(TASKS), learning_rate=1e-3, beta=0.0, temperature=0.9,
+                           max_completion_length=96, max_tool_calling_iterations=2, policy_name="warm")
+    return TRAINERS.load("trl-grpo").from_store(store_db, config, environment, BatchSource(WEIGHTS, seed=0))
+
+
+def test_the_grpo_prompt_renders_exactly_as_in_sft(grpo, warmed):
+    from trl.chat_template_utils import get_training_chat_template
+
+    trainer = grpo._grpo
+    tokenizer = trainer.processing_class
+    (name, tools), = trainer._env_tools.items()
+    for row in warmed[0].rows:
+        at_grpo = tokenizer.apply_chat_template(row["prompt"], tools=tools, chat_template=trainer.chat_template,
+                                                add_generation_prompt=True, tokenize=False)
+        at_sft = tokenizer.apply_chat_template(row["prompt"], tools=row["tools"], add_generation_prompt=True,
+                                               chat_template=get_training_chat_template(tokenizer), tokenize=False)
+        assert at_grpo == at_sft
+
+
+def test_the_warmed_up_policy_makes_the_reference_first_call(grpo, warmed):
+    """Greedy decoding from the prompt the GRPO trainer renders, read by TRL's own tool-call parser."""
+    from trl.chat_template_utils import parse_response
+
+    trainer = grpo._grpo
+    tokenizer = trainer.processing_class
+    (name, tools), = trainer._env_tools.items()
+    made = {}
+    for row in warmed[0].rows:
+        prompt = tokenizer.apply_chat_template(row["prompt"], tools=tools, chat_template=trainer.chat_template,
+                                               add_generation_prompt=True, tokenize=True, return_dict=True)
+        ids = torch.tensor([prompt["input_ids"]])
+        with torch.no_grad():
+            out = trainer.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=40,
+                                         do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        reply = parse_response(tokenizer, out[0, ids.shape[1]:].tolist(), prefix=prompt["input_ids"], tools=tools)
+        calls = reply.get("tool_calls") or []
+        made[row["task_id"]] = [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
+    wanted = {row["task_id"]: [(c["function"]["name"], c["function"]["arguments"])
+                               for c in row["completion"][0]["tool_calls"]] for row in warmed[0].rows}
+    print(f"\ngreedy first calls: {made}")
+    assert made == wanted
+
+
+def test_grpo_after_the_warm_up_gets_both_successes_and_failures(grpo, store_db):
+    report = grpo.train(1)
+    with Store(store_db, read_only=True) as store:
+        rows = store.sql("SELECT task_id, reward FROM trajectories WHERE policy = 'warm@0' ORDER BY task_id").rows()
+    assert report.rollouts == len(rows) == K * len(TASKS)
+    rewards = {task: [reward for t, reward in rows if t == task] for task in TASKS}
+    print(f"\nGRPO step 1 rewards at temperature 0.9: {rewards} in {report.seconds:.1f} s")
+    successes = sum(reward == 1.0 for _, reward in rows)
+    assert 0 < successes < len(rows), rewards  # both outcomes: GRPO's advantages are not all zero
+
+
+def test_config_explains_bad_settings():
+    from coevolve_engine.trainers.sft import RFTConfig
+
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        RFTConfig(model="m", output_dir="o", batch_size=0)
+    with pytest.raises(ValueError, match="through RFTConfig's own fields"):
+        RFTConfig(model="m", output_dir="o", trl_args={"max_steps": 3})
+
+
+def test_registry_lists_sft():
+    assert "sft" in TRAINERS.names()
+    assert TRAINERS.load("sft").__name__ == "RFTTrainer"

@@ -1,0 +1,264 @@
+"""Rejection-sampling fine-tuning: SFT on the store's successful trajectories, with TRL's SFTTrainer.
+
+A tiny or untrained policy never solves a tool task by chance, so GRPO sees all-failure groups and has nothing
+to learn from. Warming it up on demonstrations (the ``reference`` agent's rollouts, or any agent's successes)
+first gives GRPO groups with both outcomes. The demonstrations are exactly what the trl-grpo trainer will show
+and ask for:
+
+- ``prompt``: the prompt messages the trl-grpo trainer uses for the task (``tool_environment.task_prompt``);
+- ``tools``: the JSON schemas of the same generated tool methods TRL renders into that prompt, in TRL's order
+  (``tool_environment.trl_tool_schemas``), so the rendered prompt is identical at SFT and at GRPO time;
+- ``completion``: the trajectory's messages after its first user message, cut before the second user message
+  (TRL plays only the first turn), tool-call arguments as dicts.
+
+``RFTTrainer`` keeps the trainer contract: the ``BatchSource`` chooses the tasks (weight > 0) whose
+demonstrations are used; it generates no rollouts, so it reports nothing to a sink. The loss is on the
+assistant's tokens of the completion only (``completion_only_loss`` and ``assistant_only_loss``: tool results
+are context, not targets).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
+
+logger = logging.getLogger(__name__)
+
+SUCCESSES_SQL = """
+SELECT task_id, messages
+FROM trajectories
+WHERE reward >= $min_reward
+  AND error IS NULL
+  AND list_contains($task_ids, task_id)
+ORDER BY task_id, step, trajectory_id
+"""
+
+
+def _completion(messages: list[dict[str, Any]], first_turn_only: bool) -> list[dict[str, Any]] | None:
+    """The messages after the first user message (up to the second one), normalised for a chat template;
+    None when a tool call's arguments are not a JSON object (such a trajectory demonstrates nothing)."""
+    from coevolve_engine.adapters.agents.tool_parsing import parse_arguments
+
+    users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
+    if not users:
+        return None
+    end = users[1] if first_turn_only and len(users) > 1 else len(messages)
+    completion = []
+    for message in messages[users[0] + 1:end]:
+        role = message.get("role")
+        if role == "assistant":
+            turn: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+            if isinstance(message.get("reasoning_content"), str):  # as TRL records a thinking model's rollouts
+                turn["reasoning_content"] = message["reasoning_content"]
+            calls = []
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                arguments, error = parse_arguments(function.get("arguments"))
+                if error is not None:
+                    return None
+                calls.append({"type": "function", "function": {"name": function.get("name"), "arguments": arguments}})
+            if calls:
+                turn["tool_calls"] = calls
+            completion.append(turn)
+        elif role == "tool":
+            completion.append({"role": "tool", "name": message.get("name"), "content": message.get("content") or ""})
+        else:
+            completion.append({"role": role, "content": message.get("content") or ""})
+    return completion if any(m["role"] == "assistant" for m in completion) else None
+
+
+def demonstrations(
+    db: str | Path,
+    environment: Any,
+    *,
+    task_ids: list[str] | None = None,
+    min_reward: float = 1.0,
+    first_turn_only: bool = True,
+    wait: float = 30.0,
+) -> list[dict[str, Any]]:
+    """SFT rows (conversational prompt-completion, with ``tools`` and ``task_id``) from the store's trajectories
+    of ``environment``'s tasks with reward >= ``min_reward`` and no fault, identical demonstrations once.
+
+    task_ids: only these tasks (default: every task of the environment in the store).
+    first_turn_only: cut each completion before its second user message (what TRL plays).
+    """
+    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.rollouts import select_tasks
+    from coevolve_engine.store import Store
+    from coevolve_engine.trainers.trl_grpo.tool_environment import (
+        environment_classes,
+        task_prompt,
+        trl_tool_schemas,
+    )
+
+    with Store(db, read_only=True, wait=wait) as store:
+        tasks = select_tasks(store, environment.name, task_ids=task_ids)
+        rows = store.execute(SUCCESSES_SQL, {
+            "min_reward": min_reward, "task_ids": [task["task_id"] for task in tasks]}).fetchall()
+    by_task: dict[str, list[list[dict[str, Any]]]] = {}
+    for task_id, messages in rows:
+        by_task.setdefault(task_id, []).append(json.loads(messages) if isinstance(messages, str) else messages)
+    tasks = [task for task in tasks if task["task_id"] in by_task]
+    if not tasks:
+        which = f" of tasks {', '.join(sorted(task_ids)[:5])}" if task_ids else ""
+        raise CoevolveError(
+            f"no {environment.name} trajectories{which} with reward >= {min_reward} in {db}: nothing to fine-tune "
+            f"on; roll out demonstrations first, e.g. `coevolve-engine rollout --env {environment.name} "
+            f"--model reference -k 1 --step 0`")
+    classes, tool_sets = environment_classes(environment, tasks)
+    schemas = {name: trl_tool_schemas(cls) for name, cls in classes.items()}
+    demos: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    skipped = 0
+    for task in sorted(tasks, key=lambda t: t["task_id"]):
+        prompt, _ = task_prompt(environment, task)
+        user = prompt[-1]["content"]
+        for messages in by_task[task["task_id"]]:
+            first_user = next((m.get("content") for m in messages if m.get("role") == "user"), None)
+            completion = _completion(messages, first_turn_only) if first_user == user else None
+            if completion is None:
+                skipped += 1
+                continue
+            key = json.dumps([task["task_id"], completion], sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                demos.append({"prompt": prompt, "completion": completion,
+                              "tools": schemas[tool_sets[task["task_id"]]], "task_id": task["task_id"]})
+    if skipped:
+        logger.warning("left out %d successful trajectories in %s whose first user message is not the task's "
+                       "prompt or whose tool calls cannot be read", skipped, db)
+    if not demos:
+        raise CoevolveError(f"no usable demonstrations in {db}: every successful trajectory was left out")
+    return demos
+
+
+@dataclass
+class RFTConfig:
+    """Settings of rejection-sampling fine-tuning (TRL SFT on successful trajectories).
+
+    The defaults suit a tiny random policy on CPU: 100 steps of one demonstration at 5e-3 teach a 96-wide,
+    2-layer Qwen3 three BFCL first turns (tests/test_trainer_sft.py). A pretrained policy wants a far smaller
+    learning rate and a larger batch.
+    """
+
+    model: str = field(metadata={"help": "path of the policy to fine-tune (a transformers causal LM with a "
+                                         "tool-calling chat template)"})
+    output_dir: str = field(metadata={"help": "where TRL writes its files and the checkpoint after each train() call"})
+    steps: int = field(default=100, metadata={"help": "optimizer steps of a train() call that names none"})
+    learning_rate: float = field(default=5e-3, metadata={
+        "help": "constant learning rate (5e-3 suits a tiny random model; use ~1e-5 or lower for a pretrained one)"})
+    batch_size: int = field(default=1, metadata={
+        "help": "demonstrations per optimizer step (1 gives a tiny model the most updates per second on CPU)"})
+    max_length: int | None = field(default=None, metadata={
+        "help": "truncate sequences to this many tokens (None: never; a truncated demonstration loses its end)"})
+    use_cpu: bool | None = field(default=None, metadata={"help": "train on CPU (None: when no GPU is present)"})
+    seed: int = field(default=0, metadata={"help": "seed of the data order and of any dropout"})
+    save_checkpoint: bool = field(default=True,
+        metadata={"help": "save the policy under output_dir/step-N after each train() call"})
+    trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further SFTConfig fields, passed as is"})
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1 (got {self.steps})")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1 (got {self.batch_size})")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0 (got {self.learning_rate})")
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"max_length must be >= 1 or None (got {self.max_length})")
+        reserved = set(self.trl_args) & {"max_steps", "per_device_train_batch_size", "output_dir"}
+        if reserved:
+            raise ValueError(f"set {sorted(reserved)} through RFTConfig's own fields, not trl_args")
+
+
+def _dataset(rows: list[dict[str, Any]]):
+    """A ``datasets.Dataset`` of the rows; messages and schemas as JSON values, so Arrow never merges the
+    argument dicts of different calls into one struct (which would add null arguments to every call)."""
+    from datasets import Dataset, Features, Json, List, Value
+
+    features = Features({"prompt": List(Json()), "completion": List(Json()), "tools": List(Json()),
+                         "task_id": Value("string")})
+    return Dataset.from_list(rows, features=features)
+
+
+class RFTTrainer(Trainer):
+    """TRL SFT on demonstrations of the tasks the ``BatchSource`` weighs above 0; no rollouts, no sink writes.
+
+    ``rows`` are ``demonstrations(...)`` rows; ``from_store`` builds them from a store.
+    """
+
+    def __init__(self, config: RFTConfig, rows: list[dict[str, Any]], source: BatchSource,
+                 sink: TrajectorySink | None = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from trl import SFTConfig, SFTTrainer
+
+        self.config, self.source, self.sink = config, source, sink
+        weighted = {task for task, weight in source.weights().items() if weight > 0}
+        self.rows = [row for row in rows if row["task_id"] in weighted]
+        if not self.rows:
+            raise ValueError(f"no demonstrations of the {len(weighted)} task(s) with a positive weight")
+        self.steps_done = 0
+        use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
+        settings: dict[str, Any] = dict(
+            use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
+            warmup_steps=0, gradient_accumulation_steps=1, max_length=config.max_length, seed=config.seed,
+            completion_only_loss=True, assistant_only_loss=True, packing=False,
+            save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
+        )
+        settings.update(config.trl_args)
+        if use_cpu:
+            settings["bf16"] = False
+        with warnings.catch_warnings():  # TRL still sets transformers' renamed gradient_checkpointing
+            warnings.filterwarnings("ignore", r".*gradient_checkpointing.* is deprecated", FutureWarning)
+            self.args = SFTConfig(output_dir=config.output_dir, per_device_train_batch_size=config.batch_size,
+                                  max_steps=1, **settings)  # max_steps is set by each train() call
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        self._sft = SFTTrainer(model=model, processing_class=tokenizer, args=self.args,
+                               train_dataset=_dataset(self.rows))
+
+    @classmethod
+    def from_store(cls, db: str | Path, config: RFTConfig, environment: Any, source: BatchSource, *,
+                   min_reward: float = 1.0, first_turn_only: bool = True, wait: float = 30.0) -> "RFTTrainer":
+        """A trainer on the store's successful trajectories of the tasks ``source`` weighs above 0."""
+        task_ids = [task for task, weight in source.weights().items() if weight > 0]
+        rows = demonstrations(db, environment, task_ids=task_ids, min_reward=min_reward,
+                              first_turn_only=first_turn_only, wait=wait)
+        without = sorted(set(task_ids) - {row["task_id"] for row in rows})
+        if without:
+            logger.warning("%d weighted task(s) have no demonstration in %s and are not fine-tuned on: %s",
+                           len(without), db, ", ".join(without[:5]))
+        return cls(config, rows, source)
+
+    @property
+    def model(self):
+        return self._sft.model
+
+    @property
+    def losses(self) -> list[float]:
+        """The training loss logged at each optimizer step of the latest train() call."""
+        return [entry["loss"] for entry in self._sft.state.log_history if "loss" in entry]
+
+    def train(self, steps: int | None = None) -> TrainReport:
+        """Run ``steps`` optimizer steps (default ``config.steps``) and save the policy to output_dir/step-N."""
+        steps = self.config.steps if steps is None else steps
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        clock = Stopwatch()
+        first = self.steps_done + 1
+        self._sft.args.max_steps = steps
+        self._sft.train()
+        self.steps_done += steps
+        checkpoint = None
+        if self.config.save_checkpoint and self._sft.accelerator.is_main_process:
+            checkpoint = Path(self.config.output_dir) / f"step-{self.steps_done}"
+            self._sft.save_model(str(checkpoint))
+        return TrainReport(steps=steps, first_step=first, groups=0, rollouts=0, checkpoint=checkpoint,
+                           seconds=clock())
