@@ -108,8 +108,18 @@ class StoreSink(TrajectorySink):
     def write_group(self, rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> None:
         from coevolve_engine.store import Store
 
+        from coevolve_engine.errors import CoevolveError
+
         records = group_records(rollouts, step=step, group_id=group_id)
-        with Store(self.db, wait=self.wait) as store:
+        ids = [record["trajectory_id"] for record in records]
+        with Store(self.db, wait=self.wait) as store, store.transaction() as con:
+            taken = con.execute("SELECT count(*) FROM trajectories WHERE list_contains($ids, trajectory_id)",
+                                {"ids": ids}).fetchall()[0][0]
+            if taken:  # ingest would keep the stored rows and drop these: rollouts lost without a word
+                raise CoevolveError(
+                    f"{self.db} already holds {taken} trajectories with the ids of group {group_id} ({ids[0]}, ...): "
+                    f"the store has rollouts at step {step} already; start the trainer's steps after the store's "
+                    "latest step")
             store.add_records("trajectories", records, label=f"{self.label} {group_id}")
         self.groups += 1
         self.rollouts += len(records)

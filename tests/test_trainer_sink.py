@@ -1,0 +1,41 @@
+"""StoreSink: each group written whole, in one transaction, and never silently dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from coevolve_engine.adapters.agents.rollout import Rollout
+from coevolve_engine.errors import CoevolveError
+from coevolve_engine.store import Store
+from coevolve_engine.trainers import StoreSink
+
+
+def group(task_id: str, rewards: list[float]) -> list[Rollout]:
+    return [Rollout(task_id=task_id, policy="p@0", reward=r, success=r >= 1.0, sample_index=i)
+            for i, r in enumerate(rewards)]
+
+
+def test_groups_land_whole_with_their_step_and_ids(db_path):
+    with Store(db_path) as store:
+        store.add_records("tasks", [{"task_id": "t1"}])
+    sink = StoreSink(db_path, label="test")
+    sink.write_group(group("t1", [1.0, 0.0, 1.0]), step=3, group_id="t1@3")
+    assert (sink.groups, sink.rollouts) == (1, 3)
+    with Store(db_path, read_only=True) as store:
+        rows = store.execute("SELECT trajectory_id, step, group_id, reward FROM trajectories ORDER BY 1").fetchall()
+    assert rows == [("t1@3#0", 3, "t1@3", 1.0), ("t1@3#1", 3, "t1@3", 0.0), ("t1@3#2", 3, "t1@3", 1.0)]
+
+
+def test_a_group_whose_ids_are_taken_is_refused_and_nothing_is_written(db_path):
+    """Ingest keeps a stored row over a new one with the same id; for a trainer that would lose rollouts, so
+    the sink refuses the whole group (e.g. a trainer started at a step the store already has rollouts for)."""
+    with Store(db_path) as store:
+        store.add_records("tasks", [{"task_id": "t1"}])
+        store.add_records("trajectories", [{"trajectory_id": "t1@1#1", "task_id": "t1", "step": 1, "reward": 1.0}])
+    sink = StoreSink(db_path, label="test")
+    with pytest.raises(CoevolveError, match=r"already holds 1 trajectories with the ids of group t1@1.*step 1"):
+        sink.write_group(group("t1", [0.0, 0.0]), step=1, group_id="t1@1")
+    with Store(db_path, read_only=True) as store:
+        assert store.execute("SELECT trajectory_id, reward FROM trajectories").fetchall() == [("t1@1#1", 1.0)]
+        assert store.scalar("SELECT count(*) FROM ingests WHERE path LIKE 'test %'") == 0
+    assert sink.groups == 0
