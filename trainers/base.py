@@ -21,7 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 if TYPE_CHECKING:
     from coevolve_engine.adapters.agents.rollout import Rollout
@@ -125,6 +125,28 @@ class StoreSink(TrajectorySink):
         self.rollouts += len(records)
 
 
+def options_config(config_class: type, options: Mapping[str, Any], fixed: Mapping[str, Any], what: str,
+                   reserved: Sequence[str] = ()) -> Any:
+    """``config_class(**fixed, **options)``, refusing options that are unknown or that the run sets itself
+    (``fixed``, and ``reserved``: fields the run decides another way)."""
+    import dataclasses
+
+    from coevolve_engine.errors import CoevolveError
+
+    names = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise CoevolveError(f"{what}: unknown option(s) {', '.join(unknown)}; its options: "
+                            f"{', '.join(sorted(names - set(fixed) - set(reserved)))}")
+    clash = sorted(set(options) & (set(fixed) | set(reserved)))
+    if clash:
+        raise CoevolveError(f"{what}: {', '.join(clash)} cannot be set in the options (the run sets them)")
+    try:
+        return config_class(**fixed, **options)
+    except (TypeError, ValueError) as exc:
+        raise CoevolveError(f"{what}: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class TrainReport:
     """What one ``Trainer.train`` call did."""
@@ -142,10 +164,26 @@ class TrainReport:
 
 
 class Trainer(ABC):
-    """Trains a policy on groups drawn from a ``BatchSource`` and reports every rollout to a ``TrajectorySink``."""
+    """Trains a policy on groups drawn from a ``BatchSource`` and reports every rollout to a ``TrajectorySink``.
+
+    To be driven by `coevolve-engine run`, a trainer also implements ``for_run`` and names its settings'
+    dataclass in ``options_class`` (fields with ``metadata={"help": ...}``; the run sets those in ``run_sets``).
+    """
 
     source: BatchSource
-    sink: TrajectorySink
+    sink: TrajectorySink | None
+    options_class: ClassVar[type | None] = None
+    run_sets: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def for_run(cls, *, db: Path, environment: Any, source: BatchSource, sink: TrajectorySink | None, model: str,
+                output_dir: str, seed: int, start_step: int, policy_name: str,
+                options: Mapping[str, Any]) -> "Trainer":
+        """The trainer for one round of `coevolve-engine run`: train ``model`` on the store's tasks that
+        ``source`` weighs, number its steps from ``start_step + 1``, report rollouts to ``sink``, and save the
+        policy under ``output_dir`` after ``train``. ``options`` are the user's settings for this trainer."""
+        raise NotImplementedError(f"trainer {cls.__name__} cannot be driven by `coevolve-engine run` "
+                                  "(it does not implement Trainer.for_run)")
 
     @abstractmethod
     def train(self, steps: int) -> TrainReport:

@@ -237,6 +237,29 @@ class RFTTrainer(Trainer):
                            len(without), db, ", ".join(without[:5]))
         return cls(config, rows, source)
 
+    options_class = RFTConfig
+    run_sets = ("model", "output_dir", "seed", "save_checkpoint", "steps")
+
+    @classmethod
+    def for_run(cls, *, db, environment, source, sink, model, output_dir, seed, start_step, policy_name,
+                options) -> "RFTTrainer":
+        from coevolve_engine.trainers.base import options_config
+
+        config = options_config(RFTConfig, options, dict(model=model, output_dir=output_dir, seed=seed,
+                                                          save_checkpoint=True), "warm-up trainer sft",
+                                reserved=cls.run_sets)
+        trainer = cls.from_store(db, config, environment, source)
+        trainer.steps_done = start_step
+        return trainer
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """What the run records about the warm-up: demonstrations used, and the loss at the first and last step."""
+        losses = self.losses
+        return {"demonstrations": len(self.rows), "tasks": len({row["task_id"] for row in self.rows}),
+                "first_loss": round(losses[0], 4) if losses else None,
+                "last_loss": round(losses[-1], 4) if losses else None}
+
     @property
     def model(self):
         return self._sft.model

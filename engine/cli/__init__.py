@@ -43,6 +43,7 @@ def _add_commands() -> None:
         patterns,
         query,
         rollout,
+        run,
         signals,
         store_commands,
         summarize,
@@ -51,7 +52,7 @@ def _add_commands() -> None:
     )
 
     for module in (store_commands, tasks, rollout, query, signals, patterns, summarize, synthesis, curriculum,
-                   export):
+                   export, run):
         module.register(cli)
 
 

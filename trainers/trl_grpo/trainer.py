@@ -61,6 +61,11 @@ class TRLGRPOConfig:
             raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args")
 
 
+# transformers 5 renamed gradient_checkpointing to activation_checkpointing; TRL still uses the old names, and
+# the warnings say nothing a user of this trainer can act on.
+_RENAMED = r".*gradient_checkpointing.* is deprecated"
+
+
 def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
@@ -119,6 +124,8 @@ class TRLGRPOTrainer(Trainer):
         source: BatchSource,
         sink: TrajectorySink,
         reward_funcs: list[Any] | None = None,
+        *,
+        start_step: int = 0,
     ) -> None:
         import torch
         from datasets import Dataset
@@ -130,7 +137,7 @@ class TRLGRPOTrainer(Trainer):
         if not tasks:
             raise ValueError("no tasks to train on")
         self.config, self.environment, self.source, self.sink = config, environment, source, sink
-        self.steps_done = 0
+        self.steps_done = start_step  # the first rollouts are at step start_step + 1
         self.groups = self.rollouts = 0
         self.policy_name = config.policy_name or Path(config.model).name
         specs = [{**task, "spec": task["spec"] if isinstance(task["spec"], dict) else json.loads(task["spec"])}
@@ -154,10 +161,12 @@ class TRLGRPOTrainer(Trainer):
         settings.update(config.trl_args)
         if use_cpu:
             settings["bf16"] = False
-        self.args = GRPOConfig(
-            output_dir=config.output_dir, num_generations=k, per_device_train_batch_size=k * config.groups_per_step,
-            max_steps=1, **settings,  # max_steps is set by each train() call
-        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
+            self.args = GRPOConfig(
+                output_dir=config.output_dir, num_generations=k, per_device_train_batch_size=k * config.groups_per_step,
+                max_steps=1, **settings,  # max_steps is set by each train() call
+            )
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         tokenizer.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
@@ -172,9 +181,11 @@ class TRLGRPOTrainer(Trainer):
     @classmethod
     def from_store(
         cls, db: str | Path, config: TRLGRPOConfig, environment: Any, source: BatchSource, *,
-        reward_funcs: list[Any] | None = None, wait: float = 30.0,
+        reward_funcs: list[Any] | None = None, wait: float = 30.0, sink: TrajectorySink | None = None,
+        start_step: int = 0,
     ) -> "TRLGRPOTrainer":
-        """A trainer on the store's tasks that ``source`` names, writing its rollouts back to the same store."""
+        """A trainer on the store's tasks that ``source`` names, writing its rollouts back to the same store
+        (through ``sink``, default a ``StoreSink`` on ``db``)."""
         from coevolve_engine.errors import CoevolveError
         from coevolve_engine.rollouts import select_tasks
         from coevolve_engine.store import Store
@@ -186,7 +197,21 @@ class TRLGRPOTrainer(Trainer):
         if missing:
             raise CoevolveError(f"{len(missing)} weighted task(s) are not {environment.name} tasks in {db}: "
                                 f"{', '.join(missing[:5])}")
-        return cls(config, environment, tasks, source, StoreSink(db, wait=wait), reward_funcs=reward_funcs)
+        return cls(config, environment, tasks, source, sink if sink is not None else StoreSink(db, wait=wait),
+                   reward_funcs=reward_funcs, start_step=start_step)
+
+    options_class = TRLGRPOConfig
+    run_sets = ("model", "output_dir", "seed", "policy_name", "save_checkpoint")
+
+    @classmethod
+    def for_run(cls, *, db, environment, source, sink, model, output_dir, seed, start_step, policy_name,
+                options) -> "TRLGRPOTrainer":
+        from coevolve_engine.trainers.base import options_config
+
+        config = options_config(TRLGRPOConfig, options, dict(
+            model=model, output_dir=output_dir, seed=seed, policy_name=policy_name, save_checkpoint=True),
+            "trainer trl-grpo", reserved=cls.run_sets)
+        return cls.from_store(db, config, environment, source, sink=sink, start_step=start_step)
 
     @property
     def model(self):
@@ -198,7 +223,9 @@ class TRLGRPOTrainer(Trainer):
         clock = Stopwatch()
         groups, rollouts, first = self.groups, self.rollouts, self.steps_done + 1
         self._grpo.args.max_steps = steps
-        self._grpo.train()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
+            self._grpo.train()
         self.steps_done += steps
         checkpoint = None
         if self.config.save_checkpoint and self._grpo.accelerator.is_main_process:

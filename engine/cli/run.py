@@ -1,0 +1,105 @@
+"""run: the co-evolution loop, resumable, from a TOML configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from coevolve_engine.cli.options import db_option, wait_option
+
+
+def _plugin_help() -> dict[str, list[tuple[str, object, str]]]:
+    """Settings of the default trainer, warm-up trainer and strategy, for the printed template."""
+    import dataclasses
+
+    from coevolve_engine.curriculum import STRATEGIES, config_help
+    from coevolve_engine.loop.config import RunConfig
+    from coevolve_engine.trainers import TRAINERS
+
+    defaults = RunConfig()
+    rows: dict[str, list[tuple[str, object, str]]] = {}
+    for key, name in (("trainer.options", defaults.trainer.name), ("warmup.options", defaults.warmup.trainer)):
+        try:
+            trainer = TRAINERS.load(name)
+        except Exception:  # noqa: BLE001 - a trainer whose extra is not installed just gets no listing
+            continue
+        options = getattr(trainer, "options_class", None)
+        if options is None:
+            continue
+        rows[key] = [(f.name, f.default, f"{name}: {f.metadata.get('help', '')}") for f in dataclasses.fields(options)
+                     if f.name not in trainer.run_sets and f.default is not dataclasses.MISSING]
+    strategy = defaults.curriculum.strategy
+    rows["curriculum.settings"] = [(n, d, f"{strategy}: {h}") for n, d, h in config_help(STRATEGIES.load(strategy))]
+    return rows
+
+
+@click.command(epilog="""\b
+Examples:
+  coevolve-engine run --print-config > run.toml       every setting, its help and its default
+  coevolve-engine run --config run.toml               run (or resume) until `rounds` rounds are finished
+  coevolve-engine run --config run.toml --rounds 4    two more rounds after a finished 2-round run
+  coevolve-engine run --config run.toml --set trainer.steps_per_round=4 --set trainer.options.learning_rate=1e-3
+\b
+Watch it from another shell (the store is free between units of work):
+  coevolve-engine query "select round, phase, status, attempts, seconds from run_phases order by all"
+  coevolve-engine query "select round, policy, first_step, checkpoint, status from rounds"
+  coevolve-engine query "select round, strategy, reason from weight_sets order by round\"""")
+@click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The run's TOML file (see --print-config). Without it, the defaults plus --set.")
+@click.option("--set", "-s", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a setting, KEY dotted as in the file (trainer.options.learning_rate=1e-3); "
+                   "VALUE is a TOML value or a bare word. Repeat for several.")
+@click.option("--rounds", type=click.IntRange(min=1), default=None,
+              help="Shortcut for --set rounds=N: the run stops once N rounds are finished.")
+@click.option("--print-config", is_flag=True,
+              help="Print the configuration (every setting with its help) as TOML and exit.")
+@db_option
+@wait_option
+def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, db: Path,
+        wait: float) -> None:
+    """Co-evolve the policy and its tasks: rounds of train, signals, patterns, synthesize, validate, weights.
+
+    \b
+    Each round R:
+      weights     the task distribution round R trains on (curriculum.strategy), from the store
+      warmup      (round 0, if warmup.steps > 0) SFT of the policy on the store's successful rollouts
+      train       F = trainer.steps_per_round steps; every rollout is written to the store with its step
+      signals     forgetting, boundary and rare flags over the round's steps, counted
+      patterns    the round's flagged rollouts clustered into failure patterns
+      synthesize  candidate tasks proposed around each pattern
+      validate    candidates checked; accepted ones become tasks, drawn from round R + 1 on
+
+    Every phase records in the store (table run_phases) when it finished, with what it produced. Stop the
+    run at any moment, even with kill -9, and run the same command again: it resumes at the first unfinished
+    phase, and nothing is lost or written twice (an interrupted train phase is redone from the round's
+    starting checkpoint, after removing the rollouts it had written). Each round's checkpoint is recorded
+    in rounds.checkpoint; the next round trains from it.
+    """
+    from coevolve_engine.loop.config import load_config, render_template
+
+    if rounds is not None:
+        overrides = (*overrides, f"rounds={rounds}")
+    if print_config:
+        click.echo(render_template(load_config(config_path, overrides, check=False), _plugin_help()), nl=False)
+        return
+    config = load_config(config_path, overrides)
+    from coevolve_engine.loop.run import RunLoop
+    from coevolve_engine.loop.train_round import quiet_libraries
+
+    quiet_libraries()
+
+    loop = RunLoop(db, config, wait=wait, echo=lambda line: click.echo(line))
+    report = loop.run()
+    if report.done:
+        click.echo(f"\n{report.rounds} of {config.rounds} rounds finished in {db} ({len(report.done)} phases run now, "
+                   f"{report.skipped} already done).")
+        click.echo("Look at them:\n"
+                   f"  coevolve-engine query --db {db} \"select round, phase, attempts, round(seconds, 1) AS s, "
+                   "outputs from run_phases order by round, started_at\"\n"
+                   f"  coevolve-engine query --db {db} \"select round, strategy, reason from weight_sets\"\n"
+                   f"  coevolve-engine candidates --db {db} --verdict accepted")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(run)

@@ -1,0 +1,323 @@
+"""The configuration of `coevolve-engine run`: one TOML file, every field with its help, CLI overrides.
+
+    config = load_config(Path("run.toml"), overrides=["trainer.steps_per_round=4", "rounds=3"])
+    print(render_template(RunConfig()))   # a commented TOML file with every field and its default
+
+A section is a dataclass whose fields carry ``metadata={"help": ...}``; ``options``/``settings`` fields are
+free-form tables handed to a plugin (the trainer, the synthesizer, the curriculum strategy), which checks
+them itself. Unknown keys and values of the wrong type are refused with the file and the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from coevolve_engine.errors import CoevolveError
+
+
+class ConfigError(CoevolveError):
+    """A configuration file or override that cannot be used; the message names the file and the key."""
+
+
+def setting(default: Any, help: str, **kwargs: Any) -> Any:
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"help": help, **kwargs})
+    return field(default=default, metadata={"help": help, **kwargs})
+
+
+def section(cls: type, help: str) -> Any:
+    return field(default_factory=cls, metadata={"help": help})
+
+
+@dataclass
+class WarmupConfig:
+    steps: int = setting(0, "SFT steps on the store's successful trajectories before round 0's training "
+                            "(rejection-sampling fine-tuning; a random policy learns the action syntax from "
+                            "them). 0: no warm-up.")
+    trainer: str = setting("sft", "The trainer that runs the warm-up (a name in the trainer registry).")
+    options: dict = setting({}, "The warm-up trainer's own settings, passed to it as they are (sft's are "
+                                "listed here by `coevolve-engine run --print-config`).")
+
+
+@dataclass
+class TrainerConfig:
+    name: str = setting("trl-grpo", "The trainer (a name in the trainer registry: trl-grpo, or a plugin's).")
+    model: str = setting("", "The policy round 0 starts from: a local model directory (required).")
+    steps_per_round: int = setting(10, "F: optimizer steps per round; signals and new tasks come every F steps.")
+    output_dir: str = setting("coevolve-checkpoints",
+                              "Where each round's checkpoint is written (round-R/ under it).")
+    policy_name: str = setting("policy", "The policy id recorded with every rollout, as NAME@STEP.")
+    launcher: str = setting("", "Train each round in processes of its own, started by this command followed by "
+                                "`-m coevolve_engine.loop.train_round SPEC` (e.g. \"accelerate launch "
+                                "--num_processes 8\", or a python executable); empty: in the run's process.")
+    options: dict = setting({}, "The trainer's own settings, passed to it as they are (trl-grpo's are "
+                                "listed here by `coevolve-engine run --print-config`).")
+
+
+@dataclass
+class SignalsConfig:
+    threshold: float = setting(0.5, "A rollout succeeds when its reward is at least this.")
+    w: int = setting(3, "Forgetting: compare a task's score with its W most recent earlier scores.")
+    theta: float = setting(5.0, "Rare: an action pattern whose share of all patterns so far is below THETA percent.")
+    min_n: int = setting(50, "Rare: only once at least this many trajectories have an action pattern.")
+
+
+@dataclass
+class PatternsConfig:
+    max_trajectories: int = setting(2000, "Cluster at most this many flagged trajectories per round (a seeded "
+                                          "sample when more are flagged).")
+    max_k: int = setting(8, "Try at most this many failure patterns per round; the number is chosen by silhouette.")
+
+
+@dataclass
+class SynthesisConfig:
+    synthesizer: str = setting("offline:bfcl", "The synthesizer: offline:bfcl (no model needed), llm, or a "
+                                               "plugin's name.")
+    max_candidates: int = setting(20, "Candidate tasks to propose per round, shared among the round's patterns.")
+    summary_model: str = setting("", "llm: summarise each failure pattern with this model first (litellm string); "
+                                     "empty: no summaries.")
+    options: dict = setting({}, "The synthesizer's own settings (llm: model, explorer_model, api_base, "
+                                "tasks_per_pattern, max_explore_steps).")
+
+
+@dataclass
+class ValidationConfig:
+    novelty_threshold: float = setting(0.95, "Reject a candidate whose prompt has a cosine similarity at least "
+                                             "this high to a stored task's.")
+    agent_model: str = setting("", "Also roll this agent out K times on each candidate (litellm string or local "
+                                   "directory); empty: no agent attempt.")
+    k: int = setting(4, "Agent rollouts per candidate.")
+    max_success_rate: float = setting(1.0, "Reject a candidate the agent solves more often than this (1.0: "
+                                           "reject none on it).")
+    judge_model: str = setting("", "Finally ask this model (litellm string) to rule on each task with a strict "
+                                   "rubric; empty: no judge.")
+    api_base: str = setting("", "Base URL of an OpenAI-compatible server for agent_model and judge_model.")
+
+
+@dataclass
+class CurriculumConfig:
+    strategy: str = setting("coevolve", "How each round's task weights are computed: coevolve, uniform, plr, "
+                                        "dapo-filter, or a plugin's name.")
+    settings: dict = setting({}, "The strategy's settings (listed by `coevolve-engine weights --help`).")
+
+
+@dataclass
+class RunConfig:
+    env: str = setting("bfcl", "The environment the tasks run in (a name in the environment registry).")
+    env_options: dict = setting({}, "Options passed to the environment.")
+    rounds: int = setting(2, "Rounds the run should have finished when it stops (a rerun with more extends it).")
+    seed: int = setting(0, "Seed of every random choice; round R uses SEED + R.")
+    warmup: WarmupConfig = section(WarmupConfig, "Optional supervised warm-up of the policy before round 0.")
+    trainer: TrainerConfig = section(TrainerConfig, "The trainer and the policy.")
+    signals: SignalsConfig = section(SignalsConfig, "The signal constants (forgetting, boundary, rare).")
+    patterns: PatternsConfig = section(PatternsConfig, "Clustering flagged trajectories into failure patterns.")
+    synthesis: SynthesisConfig = section(SynthesisConfig, "Proposing new tasks around each failure pattern.")
+    validation: ValidationConfig = section(ValidationConfig, "Which candidates become tasks.")
+    curriculum: CurriculumConfig = section(CurriculumConfig, "How the task distribution moves between rounds.")
+
+    def check(self) -> None:
+        """Refuse values no run could use, naming the key."""
+        positive = {"rounds": self.rounds, "trainer.steps_per_round": self.trainer.steps_per_round,
+                    "patterns.max_trajectories": self.patterns.max_trajectories,
+                    "patterns.max_k": self.patterns.max_k, "synthesis.max_candidates": self.synthesis.max_candidates,
+                    "validation.k": self.validation.k}
+        for key, value in positive.items():
+            if value < 1:
+                raise ConfigError(f"{key} must be at least 1, got {value}")
+        if self.warmup.steps < 0:
+            raise ConfigError(f"warmup.steps must be >= 0, got {self.warmup.steps}")
+        for key, value in {"signals.threshold": self.signals.threshold,
+                           "validation.max_success_rate": self.validation.max_success_rate}.items():
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{key} must be in [0, 1], got {value}")
+        novelty = self.validation.novelty_threshold
+        if not 0.0 < novelty <= 1.0:
+            raise ConfigError(f"validation.novelty_threshold must be in (0, 1], got {novelty}")
+        if not self.trainer.model:
+            raise ConfigError("trainer.model is required: the local model directory the policy starts from "
+                              "(set it in the file or with --set trainer.model=PATH)")
+        try:
+            self.signal_params()
+        except ValueError as exc:
+            raise ConfigError(f"signals: {exc}") from None
+
+    def signal_params(self):
+        from coevolve_engine.signals import SignalParams
+
+        s = self.signals
+        return SignalParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _help(f: dataclasses.Field) -> str:
+    return f.metadata.get("help", "")
+
+
+def _is_section(f: dataclasses.Field) -> bool:
+    return isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)
+
+
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _expected(default: Any) -> tuple[type, ...]:
+    if isinstance(default, bool):
+        return (bool,)
+    if isinstance(default, float):
+        return (int, float)
+    return (type(default),)
+
+
+def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: {prefix.rstrip('.') or 'the file'} must be a table, got {values!r}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else f"; known: {', '.join(sorted(known))}"
+            raise ConfigError(f"{where}: unknown setting {prefix}{key}{hint}")
+        f = known[key]
+        if _is_section(f):
+            kwargs[key] = _build(f.default_factory, value, where, f"{prefix}{key}.")
+            continue
+        default = getattr(cls(), key)
+        if isinstance(default, dict):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: {prefix}{key} must be a table, got {value!r}")
+            kwargs[key] = dict(value)
+            continue
+        expected = _expected(default)
+        if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
+            raise ConfigError(f"{where}: {prefix}{key} must be {_KINDS[expected[-1]]}, got {value!r}")
+        kwargs[key] = float(value) if expected[-1] is float else value
+    return cls(**kwargs)
+
+
+def _parse_value(text: str) -> Any:
+    """A TOML value (4, 1e-3, true, "x", [1, 2], {a = 1}), or the text itself (a bare path or name)."""
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Set KEY=VALUE (KEY dotted, e.g. trainer.options.learning_rate) in the raw table ``data``."""
+    key, sep, text = override.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {override!r} is not KEY=VALUE (e.g. --set trainer.steps_per_round=4)")
+    *parents, last = key.split(".")
+    table = data
+    for part in parents:
+        table = table.setdefault(part, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"--set {override!r}: {part} is not a table")
+    table[last] = _parse_value(text.strip())
+
+
+def load_config(path: Path | None, overrides: list[str] | tuple[str, ...] = (), *, check: bool = True) -> RunConfig:
+    """The file (if any) with the overrides applied, checked (unless ``check`` is false: a template may lack
+    the required fields)."""
+    data: dict[str, Any] = {}
+    where = "the command line"
+    if path is not None:
+        where = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file (write one with `coevolve-engine run --print-config > "
+                              f"{path}`)") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for override in overrides:
+        apply_override(data, override)
+        where = f"{path} with --set" if path is not None else "--set"
+    config = _build(RunConfig, data, where)
+    if check:
+        config.check()
+    return config
+
+
+def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
+    """A config as stored with a round (``RunConfig.to_dict``)."""
+    return _build(RunConfig, data, "stored configuration")
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    """Dotted keys whose values differ between two config dicts."""
+    for key in sorted(set(a) | set(b)):
+        left, right = a.get(key), b.get(key)
+        if isinstance(left, Mapping) and isinstance(right, Mapping):
+            yield from differences(left, right, f"{prefix}{key}.")
+        elif left != right:
+            yield f"{prefix}{key}"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def _comment(text: str, indent: str = "") -> list[str]:
+    import textwrap
+
+    return [f"{indent}# {line}" for line in textwrap.wrap(text, 100 - len(indent))]
+
+
+def render_template(config: RunConfig | None = None,
+                    plugin_help: Mapping[str, list[tuple[str, Any, str]]] | None = None) -> str:
+    """A commented TOML file with every field, its help and its value; ``plugin_help`` maps a dotted table
+    (e.g. 'trainer.options') to (name, default, help) rows shown commented out inside that table."""
+    config = config or RunConfig()
+    plugin_help = plugin_help or {}
+    lines = ["# coevolve-engine run configuration. Every field is optional except trainer.model;",
+             "# the values shown are the defaults. Override any field with --set KEY=VALUE.", ""]
+
+    def emit(obj: Any, prefix: str) -> None:
+        sections = []
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            dotted = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value) or (isinstance(value, dict) and dotted in plugin_help):
+                sections.append((f, value))
+                continue
+            lines.extend(_comment(_help(f)))
+            lines.append(f"{f.name} = {_toml_value(value)}")
+            lines.append("")
+        for f, value in sections:
+            dotted = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value):
+                lines.extend([f"[{dotted}]"] + _comment(_help(f)) + [""])
+                emit(value, f"{dotted}.")
+            else:
+                lines.extend([f"[{dotted}]"] + _comment(_help(f)))
+                for name, default, text in plugin_help[dotted]:
+                    lines.extend(_comment(text))
+                    shown = "(not set)" if default is None else _toml_value(default)
+                    lines.append(f"# {name} = {shown}")
+                for name, item in value.items():
+                    lines.append(f"{name} = {_toml_value(item)}")
+                lines.append("")
+
+    emit(config, "")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,472 @@
+"""The co-evolution loop: rounds of train -> signals -> patterns -> synthesize -> validate -> new weights.
+
+Round R runs these phases, in order (``warmup`` only in round 0, and only when configured):
+
+    weights     the task weights round R trains on (weight set R), from everything the store holds
+    warmup      supervised fine-tuning of the starting policy on the store's successful trajectories
+    train       F optimizer steps of the trainer, drawing GRPO groups by weight; every rollout goes to the store
+    signals     what was flagged over the round's steps (forgetting, boundary, rare), counted
+    patterns    the flagged trajectories of the round's steps clustered into failure patterns (round R)
+    synthesize  candidate tasks proposed around each pattern, stored as pending
+    validate    each pending candidate checked; accepted ones become tasks, drawn from round R + 1 on
+
+How a killed run resumes. ``run_phases`` has one row per phase started; a phase's outputs and its 'finished'
+mark are committed together where the phase writes in one transaction (weights, patterns). The others are
+safe to run again from the start: ``train`` first removes the rollouts an interrupted attempt wrote (the
+policy that wrote them died with the process) and trains again from the round's starting checkpoint with the
+same seed; ``synthesize`` adds only candidates not yet stored; ``validate`` checks only pending candidates,
+each verdict committed with its task. So a rerun starts at the first unfinished phase, and nothing is lost or
+written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from coevolve_engine.errors import CoevolveError
+from coevolve_engine.loop.config import ConfigError, RunConfig, differences
+from coevolve_engine.loop.train_round import train_round
+from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+
+PHASES = ("weights", "warmup", "train", "signals", "patterns", "synthesize", "validate")
+
+ROUND_SIGNALS_SQL = """
+SELECT signal, count(DISTINCT trajectory_id) AS trajectories, count(DISTINCT task_id) AS tasks
+FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+WHERE step BETWEEN $first AND $last
+GROUP BY signal ORDER BY signal
+"""
+ROUND_TOTALS_SQL = """
+SELECT count(*) AS rollouts, count(DISTINCT group_id) AS groups, count(DISTINCT task_id) AS tasks,
+       avg(CASE WHEN coalesce(success, reward >= $threshold) THEN 1.0 ELSE 0.0 END) AS success_rate,
+       (SELECT count(DISTINCT trajectory_id)
+        FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+        WHERE step BETWEEN $first AND $last) AS flagged
+FROM scored_trajectories WHERE step BETWEEN $first AND $last
+"""
+
+
+class RunError(CoevolveError):
+    """The loop cannot go on as configured (the message says what to change)."""
+
+
+@dataclass
+class PhaseResult:
+    round: int
+    phase: str
+    seconds: float
+    outputs: dict[str, Any]
+    resumed: bool = False  # an earlier attempt was interrupted
+
+
+@dataclass
+class RunReport:
+    rounds: int  # rounds the store has finished
+    done: list[PhaseResult] = field(default_factory=list)  # phases this call ran
+    skipped: int = 0  # phases already finished before this call
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class RunLoop:
+    """Runs (or resumes) the loop on the store at ``db`` until ``config.rounds`` rounds are finished."""
+
+    def __init__(self, db: str | Path, config: RunConfig, *, wait: float = DEFAULT_WAIT_SECONDS,
+                 echo: Callable[[str], None] = print) -> None:
+        config.check()
+        self.db = Path(db)
+        self.config = config
+        self.wait = wait
+        self.echo = echo
+        self._environment = None
+
+    # -- the plan ------------------------------------------------------------------------------------------
+
+    def phases(self, round_: int) -> list[str]:
+        return [p for p in PHASES if p != "warmup" or (round_ == 0 and self.config.warmup.steps > 0)]
+
+    def _store(self, read_only: bool = False) -> Store:
+        return Store(self.db, read_only=read_only, create=False, wait=self.wait)
+
+    def status(self) -> dict[tuple[int, str], str]:
+        with self._store(read_only=True) as store:
+            rows = store.execute("SELECT round, phase, status FROM run_phases").fetchall()
+        return {(r, p): s for r, p, s in rows}
+
+    def remaining(self) -> list[tuple[int, str]]:
+        """(round, phase) still to run, in order."""
+        status = self.status()
+        return [(r, p) for r in range(self.config.rounds) for p in self.phases(r) if status.get((r, p)) != "finished"]
+
+    @property
+    def environment(self):
+        if self._environment is None:
+            from coevolve_engine.adapters.environments import load_environment
+
+            self._environment = load_environment(self.config.env, **self.config.env_options)
+        return self._environment
+
+    # -- running -------------------------------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        self._check_store()
+        todo = self.remaining()
+        total = sum(len(self.phases(r)) for r in range(self.config.rounds))
+        report = RunReport(rounds=0, skipped=total - len(todo))
+        if not todo:
+            self.echo(f"all {self.config.rounds} rounds are finished in {self.db}; nothing to do "
+                      "(raise `rounds` to run more)")
+        elif report.skipped:
+            r, p = todo[0]
+            self.echo(f"resuming at round {r}, phase {p} ({report.skipped} of {total} phases already finished)")
+        for round_, phase in todo:
+            report.done.append(self._run_phase(round_, phase))
+        with self._store(read_only=True) as store:
+            report.rounds = store.scalar("SELECT count(*) FROM rounds WHERE status = 'finished'")
+        return report
+
+    def _check_store(self) -> None:
+        with self._store() as store:  # a write open applies pending migrations
+            if not store.scalar("SELECT count(*) FROM tasks WHERE env = $env", {"env": self.config.env}):
+                raise RunError(f"{self.db} has no {self.config.env} tasks to train on; import some first "
+                               f"(e.g. `coevolve-engine tasks import {self.config.env} ...`)")
+            stored = store.execute("SELECT round, config FROM rounds WHERE status = 'running' ORDER BY round"
+                                   ).fetchall()
+        mine = _comparable(self.config.to_dict())
+        for round_, text in stored:
+            theirs = _comparable(json.loads(text)) if text else {}
+            changed = list(differences(theirs, mine))
+            if theirs and changed:
+                raise ConfigError(
+                    f"round {round_} was started with a different configuration ({', '.join(changed)} differ); "
+                    "resume it with the same settings, or see its configuration with "
+                    f"`coevolve-engine query \"select config from rounds where round = {round_}\"`")
+
+    def _run_phase(self, round_: int, phase: str) -> PhaseResult:
+        resumed = self._start(round_, phase)
+        label = f"round {round_} · {phase:<10}"
+        if resumed:
+            self.echo(f"{label} resuming an interrupted attempt")
+        started = time.perf_counter()
+        outputs = getattr(self, f"_phase_{phase}")(round_, label)
+        seconds = time.perf_counter() - started
+        if outputs is not None:  # phases that committed their own 'finished' return None from _finished
+            self._finish(round_, phase, outputs, seconds)
+        with self._store(read_only=True) as store:
+            row = store.execute("SELECT outputs, seconds FROM run_phases WHERE round = $r AND phase = $p",
+                                {"r": round_, "p": phase}).fetchall()[0]
+        outputs = json.loads(row[0])
+        self.echo(f"{label} done in {row[1]:.1f} s: {describe(phase, outputs)}")
+        return PhaseResult(round_, phase, float(row[1]), outputs, resumed)
+
+    def _start(self, round_: int, phase: str) -> bool:
+        """Record that the phase starts; True when an earlier attempt was interrupted."""
+        with self._store() as store, store.transaction() as con:
+            if not con.execute("SELECT count(*) FROM rounds WHERE round = $r", {"r": round_}).fetchall()[0][0]:
+                con.execute("INSERT INTO rounds (round, status, config) VALUES ($r, 'running', $config)",
+                            {"r": round_, "config": _json(self.config.to_dict())})
+            previous = con.execute("SELECT attempts FROM run_phases WHERE round = $r AND phase = $p",
+                                   {"r": round_, "p": phase}).fetchall()
+            if previous:
+                con.execute("UPDATE run_phases SET attempts = attempts + 1, started_at = current_timestamp "
+                            "WHERE round = $r AND phase = $p", {"r": round_, "p": phase})
+            else:
+                con.execute("INSERT INTO run_phases (round, phase, status) VALUES ($r, $p, 'running')",
+                            {"r": round_, "p": phase})
+        return bool(previous)
+
+    @staticmethod
+    def _mark(con, round_: int, phase: str, outputs: dict[str, Any], seconds: float) -> None:
+        con.execute("UPDATE run_phases SET status = 'finished', finished_at = current_timestamp, seconds = $s, "
+                    "outputs = $o WHERE round = $r AND phase = $p",
+                    {"r": round_, "p": phase, "s": seconds, "o": _json(outputs)})
+
+    def _finish(self, round_: int, phase: str, outputs: dict[str, Any], seconds: float) -> None:
+        with self._store() as store, store.transaction() as con:
+            self._mark(con, round_, phase, outputs, seconds)
+            if phase == self.phases(round_)[-1]:
+                con.execute("UPDATE rounds SET status = 'finished', finished_at = current_timestamp "
+                            "WHERE round = $r", {"r": round_})
+
+    # -- where a round starts ------------------------------------------------------------------------------
+
+    def _round(self, store: Store, round_: int) -> dict[str, Any]:
+        cursor = store.execute("SELECT * FROM rounds WHERE round = $r", {"r": round_})
+        names = [c[0] for c in cursor.description]
+        rows = cursor.fetchall()
+        return dict(zip(names, rows[0])) if rows else {}
+
+    def _starting_policy(self, store: Store, round_: int) -> str:
+        if round_ == 0:
+            if self.config.warmup.steps > 0:
+                warmed = store.scalar("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
+                                      "WHERE round = 0 AND phase = 'warmup' AND status = 'finished'")
+                if warmed:
+                    return warmed
+            return str(Path(self.config.trainer.model).resolve())
+        previous = self._round(store, round_ - 1).get("checkpoint")
+        if not previous:
+            raise RunError(f"round {round_ - 1} has no checkpoint recorded; its train phase did not finish")
+        return previous
+
+    def _round_steps(self, round_: int) -> tuple[int, int]:
+        with self._store(read_only=True) as store:
+            first = self._round(store, round_).get("first_step")
+        if first is None:
+            raise RunError(f"round {round_} has no training steps recorded; its train phase did not finish")
+        return int(first), int(first) + self.config.trainer.steps_per_round - 1
+
+    # -- the phases ----------------------------------------------------------------------------------------
+
+    def _phase_weights(self, round_: int, label: str) -> None:
+        from coevolve_engine.curriculum import compute_weights
+
+        c = self.config
+        started = time.perf_counter()
+        with self._store() as store, store.transaction() as con:
+            kept = store.scalar("SELECT count(*) FROM weight_sets WHERE round = $r", {"r": round_}) > 0
+            if not kept:  # a weight set stored by hand (`coevolve-engine weights`) is used as it is
+                compute_weights(store, round_, c.curriculum.strategy, c.signal_params(),
+                                settings={k: str(v) for k, v in c.curriculum.settings.items()})
+            strategy, tasks, nonzero, reason = con.execute(
+                "SELECT strategy, tasks, nonzero, reason FROM weight_sets WHERE round = $r", {"r": round_}
+            ).fetchall()[0]
+            outputs = {"kept": kept, "strategy": strategy, "tasks": tasks, "nonzero": nonzero, "reason": reason}
+            self._mark(con, round_, "weights", outputs, time.perf_counter() - started)
+        return None
+
+    def _phase_warmup(self, round_: int, label: str) -> dict[str, Any]:
+        from coevolve_engine.trainers import TRAINERS, BatchSource
+
+        c = self.config
+        output_dir = Path(c.trainer.output_dir).resolve() / "round-0" / "warmup"
+        source = BatchSource.from_store(self.db, round_, seed=c.seed, wait=self.wait)
+        trainer_class = TRAINERS.load(c.warmup.trainer)
+        self.echo(f"{label} {c.warmup.trainer}: {c.warmup.steps} steps from {c.trainer.model}")
+        trainer = trainer_class.for_run(
+            db=self.db, environment=self.environment, source=source, sink=None,
+            model=str(Path(c.trainer.model).resolve()), output_dir=str(output_dir), seed=c.seed, start_step=0,
+            policy_name=c.trainer.policy_name, options=c.warmup.options)
+        report = trainer.train(c.warmup.steps)
+        if report.checkpoint is None:
+            raise RunError(f"warm-up trainer {c.warmup.trainer} saved no checkpoint")
+        return {"trainer": c.warmup.trainer, "steps": report.steps, "checkpoint": str(report.checkpoint),
+                **getattr(trainer, "summary", {})}
+
+    def _phase_train(self, round_: int, label: str) -> None:
+        c = self.config
+        prefix = f"run round {round_} train"
+        with self._store() as store, store.transaction() as con:
+            removed = con.execute(
+                "SELECT count(*) FROM trajectories WHERE ingest_id IN "
+                "(SELECT ingest_id FROM ingests WHERE starts_with(path, $prefix))", {"prefix": prefix + " "}
+            ).fetchall()[0][0]
+            con.execute("DELETE FROM trajectories WHERE ingest_id IN "
+                        "(SELECT ingest_id FROM ingests WHERE starts_with(path, $prefix))", {"prefix": prefix + " "})
+            con.execute("DELETE FROM ingests WHERE starts_with(path, $prefix)", {"prefix": prefix + " "})
+            policy = self._starting_policy(store, round_)
+            first = self._round(store, round_).get("first_step")
+            if first is None:
+                first = int(store.scalar("SELECT coalesce(max(step), 0) FROM trajectories")) + 1
+            con.execute("UPDATE rounds SET policy = $policy, first_step = $first WHERE round = $r",
+                        {"policy": policy, "first": first, "r": round_})
+        if removed:
+            self.echo(f"{label} removed {removed} rollouts of the interrupted attempt; training again from {policy}")
+        steps = c.trainer.steps_per_round
+        spec = {
+            "db": str(self.db.resolve()), "wait": self.wait, "env": c.env, "env_options": c.env_options,
+            "round": round_, "trainer": c.trainer.name, "model": policy, "options": c.trainer.options,
+            "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"), "seed": c.seed + round_,
+            "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name, "label": prefix,
+            "echo_label": label,
+        }
+        how = f" under `{c.trainer.launcher}`" if c.trainer.launcher else ""
+        self.echo(f"{label} {c.trainer.name}{how}: steps {first}..{first + steps - 1} from {policy}")
+        started = time.perf_counter()
+        result = self._launch(spec) if c.trainer.launcher else train_round(spec, self.echo)
+        if not result or not result.get("checkpoint"):
+            raise RunError(f"trainer {c.trainer.name} saved no checkpoint after round {round_}")
+        with self._store() as store, store.transaction() as con:
+            totals = _round_totals(store, self.config, first, first + steps - 1)
+            outputs = {"policy": policy, "first_step": first, "last_step": first + steps - 1, **result,
+                       "success_rate": totals["success_rate"]}
+            con.execute("UPDATE rounds SET checkpoint = $checkpoint WHERE round = $r",
+                        {"checkpoint": result["checkpoint"], "r": round_})
+            self._mark(con, round_, "train", outputs, time.perf_counter() - started)
+        return None
+
+    def _launch(self, spec: dict[str, Any]) -> dict[str, Any] | None:
+        """Run the round's training as ``launcher -m coevolve_engine.loop.train_round SPEC``, echoing its lines."""
+        import shlex
+        import subprocess
+
+        from coevolve_engine.loop.train_round import result_path
+
+        folder = Path(spec["output_dir"])
+        folder.mkdir(parents=True, exist_ok=True)
+        spec_path = folder / "round-spec.json"
+        spec_path.write_text(_json({**spec, "run_pid": os.getpid()}), encoding="utf-8")
+        result_path(spec_path).unlink(missing_ok=True)
+        command = [*shlex.split(self.config.trainer.launcher), "-m", "coevolve_engine.loop.train_round",
+                   str(spec_path)]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.echo(line.rstrip("\n"))
+        if process.wait() != 0:
+            raise RunError(f"the launched training exited with status {process.returncode}: {shlex.join(command)}")
+        if not result_path(spec_path).exists():
+            return None
+        return json.loads(result_path(spec_path).read_text(encoding="utf-8"))
+
+    def _phase_signals(self, round_: int, label: str) -> dict[str, Any]:
+        from coevolve_engine.snapshot import signal_snapshot
+
+        first, last = self._round_steps(round_)
+        params = self.config.signal_params()
+        with self._store(read_only=True) as store, signal_snapshot(store, params):
+            totals = _round_totals(store, self.config, first, last)
+            by_signal = store.execute(ROUND_SIGNALS_SQL, {**params.bind(), "first": first, "last": last}).fetchall()
+        return {"first_step": first, "last_step": last, **totals,
+                "by_signal": {signal: {"trajectories": n, "tasks": tasks} for signal, n, tasks in by_signal}}
+
+    def _phase_patterns(self, round_: int, label: str) -> None:
+        from coevolve_engine.patterns import find_patterns
+        from coevolve_engine.patterns.select import select_flagged
+
+        c = self.config
+        first, last = self._round_steps(round_)
+        params = c.signal_params()
+        started = time.perf_counter()
+        with self._store() as store, store.transaction() as con:
+            flagged = select_flagged(store, last, params, limit=1, first_step=first).flagged
+            con.execute("DELETE FROM pattern_members WHERE pattern_id IN "
+                        "(SELECT pattern_id FROM failure_patterns WHERE round = $r)", {"r": round_})
+            con.execute("DELETE FROM failure_patterns WHERE round = $r", {"r": round_})
+            outputs: dict[str, Any] = {"flagged": flagged, "patterns": 0}
+            if flagged:
+                report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
+                                       max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
+                                       seed=c.seed + round_, replace=True,
+                                       progress=lambda line: self.echo(f"{label} {line}"))
+                outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
+                               sizes=report.sizes,
+                               dominant={p.pattern_id: p.dominant_signal for p in report.patterns})
+            self._mark(con, round_, "patterns", outputs, time.perf_counter() - started)
+        return None
+
+    def _phase_synthesize(self, round_: int, label: str) -> dict[str, Any]:
+        from coevolve_engine.synthesis.candidates import synthesize
+
+        c = self.config.synthesis
+        with self._store(read_only=True) as store:
+            patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
+        if not patterns:
+            return {"patterns": 0, "proposed": 0, "added": 0, "skipped": "no failure patterns this round"}
+        options = dict(c.options)
+        if c.synthesizer == "llm":
+            options.setdefault("store_path", self.db)
+            if c.summary_model:
+                self._summarise(round_, label)
+        self.echo(f"{label} {c.synthesizer}: up to {c.max_candidates} candidates for {patterns} patterns")
+        with self._store() as store:
+            report = synthesize(store, round=round_, synthesizer=c.synthesizer, max_candidates=c.max_candidates,
+                                seed=self.config.seed + round_, options=options)
+            pending = store.scalar("SELECT count(*) FROM candidates WHERE round = $r", {"r": round_})
+        return {"patterns": patterns, "proposed": report.proposed, "added": report.added, "candidates": pending,
+                "by_signal": dict(report.by_signal)}
+
+    def _summarise(self, round_: int, label: str) -> None:
+        from coevolve_engine.llm import LLMClient
+        from coevolve_engine.synthesis.summaries import summarise_patterns
+
+        c = self.config.synthesis
+        client = LLMClient(self.db, c.summary_model, api_base=c.options.get("api_base"), wait=self.wait)
+        report = summarise_patterns(self.db, round=round_, client=client, wait=self.wait)
+        self.echo(f"{label} summarised {len(report.outcomes)} patterns with {c.summary_model}")
+
+    def _phase_validate(self, round_: int, label: str) -> dict[str, Any]:
+        from coevolve_engine.synthesis.validation import validate_candidates
+
+        v = self.config.validation
+        agent = judge = None
+        if v.agent_model:
+            from coevolve_engine.cli.rollout import make_agent
+
+            agent = make_agent(v.agent_model, api_base=v.api_base or None, api_key=None, temperature=0.9,
+                               max_tokens=1024, timeout=60.0, retries=2, max_steps=30, policy=None)
+        if v.judge_model:
+            from coevolve_engine.llm import LLMClient
+            from coevolve_engine.synthesis.judge import LLMJudge
+
+            judge = LLMJudge(LLMClient(self.db, v.judge_model, api_base=v.api_base or None, wait=self.wait), self.db)
+        counter = {"n": 0}
+
+        def on_verdict(verdict) -> None:
+            counter["n"] += 1
+            self.echo(f"{label} {counter['n']}: {verdict.candidate_id} {verdict.verdict} ({verdict.reason})")
+
+        validate_candidates(self.db, round=round_, env=self.environment, novelty_threshold=v.novelty_threshold,
+                            agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
+                            judge=judge, wait=self.wait, on_verdict=on_verdict)
+        with self._store(read_only=True) as store:
+            rows = store.execute("SELECT verdict, reason, count(*) FROM candidates WHERE round = $r "
+                                 "GROUP BY ALL ORDER BY ALL", {"r": round_}).fetchall()
+        accepted = sum(n for verdict, _, n in rows if verdict == "accepted")
+        return {"candidates": sum(n for *_, n in rows), "accepted": accepted,
+                "rejected": {reason: n for verdict, reason, n in rows if verdict == "rejected"}}
+
+
+def _round_totals(store: Store, config: RunConfig, first: int, last: int) -> dict[str, Any]:
+    params = config.signal_params()
+    cursor = store.execute(ROUND_TOTALS_SQL, {**params.bind(), "first": first, "last": last})
+    names = [c[0] for c in cursor.description]
+    totals = dict(zip(names, cursor.fetchall()[0]))
+    if totals["success_rate"] is not None:
+        totals["success_rate"] = round(float(totals["success_rate"]), 4)
+    return totals
+
+
+def _comparable(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored config without the fields that may change between invocations of one round: how many rounds
+    to run, and how the training processes are launched (not what they compute)."""
+    trainer = {k: v for k, v in config.get("trainer", {}).items() if k != "launcher"}
+    return {**{k: v for k, v in config.items() if k != "rounds"}, "trainer": trainer}
+
+
+def describe(phase: str, o: dict[str, Any]) -> str:
+    """One line on what a phase produced (from its stored outputs)."""
+    if phase == "weights":
+        kept = "kept the stored " if o.get("kept") else ""
+        return f"{kept}{o['strategy']} weights for {o['tasks']} tasks ({o['nonzero']} drawable); {o['reason']}"
+    if phase == "warmup":
+        return f"{o['steps']} {o['trainer']} steps -> {o['checkpoint']}"
+    if phase == "train":
+        return (f"steps {o['first_step']}..{o['last_step']}, {o['groups']} groups, {o['rollouts']} rollouts, "
+                f"success {_pct(o['success_rate'])} -> {o['checkpoint']}")
+    if phase == "signals":
+        flagged = ", ".join(f"{s} {v['trajectories']}" for s, v in o["by_signal"].items()) or "nothing"
+        return f"{o['rollouts']} rollouts, success {_pct(o['success_rate'])}; flagged: {flagged}"
+    if phase == "patterns":
+        if not o["patterns"]:
+            return "no flagged trajectories, no patterns"
+        return f"{o['flagged']} flagged -> {o['patterns']} patterns (sizes {o['sizes']})"
+    if phase == "synthesize":
+        if o.get("skipped"):
+            return o["skipped"]
+        return f"{o['proposed']} candidates proposed for {o['patterns']} patterns, {o['added']} new"
+    if phase == "validate":
+        rejected = ", ".join(f"{r} {n}" for r, n in o["rejected"].items())
+        return f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "")
+    return _json(o)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"

@@ -1,0 +1,111 @@
+"""One round's training, in process or in processes of its own.
+
+`coevolve-engine run` trains a round through ``train_round(spec, echo)``. With ``trainer.launcher`` set (for
+example ``accelerate launch --num_processes 8``), it runs this module under that launcher instead:
+
+    accelerate launch --num_processes 8 -m coevolve_engine.loop.train_round ROUND_SPEC.json
+
+Every process builds the same trainer from the spec (the tasks and weights come from the store, read-only),
+the trainer gathers rollouts to its main process, which alone writes them to the store and saves the
+checkpoint, and the main process writes the result next to the spec for the run to record. The run itself
+stays one process: it waits for the launched command and goes on with the round's other phases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+
+def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """Train one round as ``spec`` says; the result (checkpoint, groups, rollouts, ...) on the process that
+    saved the checkpoint, None on the others."""
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.trainers import TRAINERS, BatchSource, StoreSink
+
+    db = Path(spec["db"])
+    environment = load_environment(spec["env"], **spec["env_options"])
+    source = BatchSource.from_store(db, spec["round"], seed=spec["seed"], wait=spec["wait"])
+    sink = ProgressSink(StoreSink(db, wait=spec["wait"], label=spec["label"]), echo, spec["echo_label"],
+                        spec["start_step"] + 1, spec["steps"])
+    trainer = TRAINERS.load(spec["trainer"]).for_run(
+        db=db, environment=environment, source=source, sink=sink, model=spec["model"],
+        output_dir=spec["output_dir"], seed=spec["seed"], start_step=spec["start_step"],
+        policy_name=spec["policy_name"], options=spec["options"])
+    report = trainer.train(spec["steps"])
+    if report.checkpoint is None:
+        return None
+    return {"checkpoint": str(report.checkpoint), "groups": report.groups, "rollouts": report.rollouts,
+            "seconds_per_step": round(report.seconds_per_step, 3)}
+
+
+class ProgressSink:
+    """Passes each group to the store sink, then prints a line (the rollouts are in the store when it shows)."""
+
+    def __init__(self, sink, echo: Callable[[str], None], label: str, first: int, steps: int) -> None:
+        self.sink, self.echo, self.label, self.first, self.steps = sink, echo, label, first, steps
+        self.groups = self.rollouts = 0
+
+    def write_group(self, rollouts, *, step: int, group_id: str) -> None:
+        self.sink.write_group(rollouts, step=step, group_id=group_id)
+        self.groups += 1
+        self.rollouts += len(rollouts)
+        solved = sum(1 for r in rollouts if r.success)
+        self.echo(f"{self.label} step {step - self.first + 1}/{self.steps}: group {group_id} written "
+                  f"({solved}/{len(rollouts)} succeeded)")
+
+
+def result_path(spec_path: Path) -> Path:
+    return spec_path.with_suffix(".result.json")
+
+
+def quiet_libraries() -> None:
+    """Progress bars of model loading and saving would bury the run's own lines."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # the trainer's extra is not installed; the run says so when it needs it
+        return
+    transformers_logging.disable_progress_bar()
+
+
+def _exit_with(run_pid: int) -> None:
+    """Stop this process when the run that launched it is gone (killed, even with -9): a training left behind
+    would go on writing rollouts into a round the resumed run is training again."""
+    def watch() -> None:
+        while True:
+            try:
+                os.kill(run_pid, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:  # alive, owned by someone else
+                pass
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, name="run-watchdog", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m coevolve_engine.loop.train_round ROUND_SPEC.json (written by coevolve-engine run)",
+              file=sys.stderr)
+        return 2
+    spec_path = Path(args[0])
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    if spec.get("run_pid"):
+        _exit_with(int(spec["run_pid"]))
+    quiet_libraries()
+    result = train_round(spec, echo=lambda line: print(line, flush=True))
+    if result is not None:
+        result_path(spec_path).write_text(json.dumps(result), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

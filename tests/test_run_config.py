@@ -1,0 +1,99 @@
+"""The run's configuration: a TOML file with help for every field, overrides, and clear refusals."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from click.testing import CliRunner
+
+from coevolve_engine.cli import cli
+from coevolve_engine.loop.config import ConfigError, RunConfig, differences, load_config, render_template
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+def test_file_values_and_overrides_reach_the_config(tmp_path):
+    path = write(tmp_path, """
+rounds = 3
+[trainer]
+model = "policy"
+steps_per_round = 4
+[trainer.options]
+num_generations = 2
+[curriculum]
+strategy = "plr"
+""")
+    config = load_config(path, ["trainer.options.learning_rate=1e-3", "signals.w=5", "trainer.model=/models/x",
+                                "synthesis.synthesizer=offline:bfcl"])
+    assert config.rounds == 3 and config.trainer.steps_per_round == 4
+    assert config.trainer.options == {"num_generations": 2, "learning_rate": 1e-3}
+    assert config.trainer.model == "/models/x"  # a bare word is taken as text
+    assert config.signals.w == 5 and config.curriculum.strategy == "plr"
+    assert config.synthesis.synthesizer == "offline:bfcl"
+    assert config.signals.theta == 5.0 and isinstance(config.signals.theta, float)
+
+
+@pytest.mark.parametrize(("text", "override", "message"), [
+    ("[trainer]\nmodel = 'p'\nstep_per_round = 4\n", None, "unknown setting trainer.step_per_round (did you mean "
+                                                           "trainer.steps_per_round?)"),
+    ("[trainer]\nmodel = 'p'\nsteps_per_round = 'four'\n", None,
+     "trainer.steps_per_round must be an integer, got 'four'"),
+    ("[trainer]\nmodel = 'p'\n[signals]\nthreshold = true\n", None, "signals.threshold must be a number, got True"),
+    ("[trainer]\nmodel = 'p'\noptions = 3\n", None, "trainer.options must be a table, got 3"),
+    ("[trainer]\nmodel = 'p'\nsteps_per_round = 0\n", None, "trainer.steps_per_round must be at least 1, got 0"),
+    ("rounds = 2\n", None, "trainer.model is required"),
+    ("[trainer]\nmodel = 'p'\n", "validation.novelty_threshold=0", "validation.novelty_threshold must be in (0, 1]"),
+    ("[trainer]\nmodel = 'p'\n", "signals", "--set 'signals' is not KEY=VALUE"),
+    ("[trainer]\nmodel = 'p'\n", "signals.w=0", "signals: the forgetting window w must be at least 1"),
+    ("[trainer\n", None, "not valid TOML"),
+])
+def test_bad_configuration_is_refused_naming_the_key(tmp_path, text, override, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, [override] if override else [])
+    assert message in str(caught.value)
+    if override is None and "required" not in message and "at least" not in message:
+        assert str(path) in str(caught.value)
+
+
+def test_a_missing_file_says_how_to_make_one(tmp_path):
+    with pytest.raises(ConfigError, match="--print-config"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_the_template_is_valid_toml_with_help_for_every_field_and_loads_to_the_defaults():
+    text = render_template(RunConfig())
+    data = tomllib.loads(text)
+    assert data["trainer"]["steps_per_round"] == 10 and data["curriculum"]["strategy"] == "coevolve"
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if "=" in line and not line.startswith("#"):
+            assert lines[index - 1].startswith("#"), f"no help above {line!r}"
+    assert load_config(None, ["trainer.model=p"]) == RunConfig(trainer=RunConfig().trainer.__class__(model="p"))
+
+
+def test_print_config_lists_the_trainer_and_strategy_settings_and_applies_overrides():
+    result = CliRunner().invoke(cli, ["run", "--print-config", "--set", "trainer.steps_per_round=3", "--rounds", "5"])
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.output)
+    assert data["rounds"] == 5 and data["trainer"]["steps_per_round"] == 3
+    assert "# num_generations = 8" in result.output  # trl-grpo's own settings, commented, with their help
+    assert "trl-grpo: K: rollouts per group" in result.output
+    assert "# staleness_horizon = 10" in result.output  # the coevolve strategy's settings
+
+
+def test_run_without_a_model_is_a_one_line_error(tmp_path):
+    result = CliRunner().invoke(cli, ["run", "--db", str(tmp_path / "s.duckdb")])
+    assert result.exit_code != 0
+    assert "trainer.model is required" in result.output and "Traceback" not in result.output
+
+
+def test_differences_name_the_changed_dotted_keys():
+    a = RunConfig(trainer=RunConfig().trainer.__class__(model="p")).to_dict()
+    b = load_config(None, ["trainer.model=p", "trainer.options.beta=0.0", "seed=3"]).to_dict()
+    assert list(differences(a, b)) == ["seed", "trainer.options.beta"]
