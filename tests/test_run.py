@@ -184,7 +184,7 @@ def test_a_finished_run_has_nothing_to_do_and_more_rounds_extend_it(straight, pr
 # boundary of round 0 and in the middle of four phases; round 1 then runs to the end.
 KILL_AT = [
     "round 0 · weights    done",
-    "round 0 · warmup     sft:",  # mid warm-up: training has started
+    "round 0 · warmup     sft:",  # mid warm-up: the phase has started, its trainer is being built
     "round 0 · warmup     done",
     "step 1/2: group",  # mid train: one group written
     "round 0 · train      done",

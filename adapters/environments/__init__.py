@@ -33,6 +33,12 @@ ENVIRONMENTS.register(
     ),
     description="Berkeley Function Calling Leaderboard: multi-turn API tasks and single-turn AST tasks, offline.",
 )
+ENVIRONMENTS.register(
+    "calc",
+    "coevolve_engine.adapters.environments.calc:CalcEnvironment",
+    install_hint="pip install coevolve-engine",
+    description="Procedural register-machine tool tasks (add/sub/mul on x) for tiny policies on a CPU.",
+)
 
 
 def load_environment(name: str, **options: Any) -> Environment:

@@ -43,6 +43,12 @@ SYNTHESIZERS.register(
     description="new BFCL multi-turn tasks by recombining and perturbing the pattern's tasks; no model needed",
 )
 SYNTHESIZERS.register(
+    "offline:calc",
+    "coevolve_engine.adapters.environments.calc.synthesizer:OfflineCalcSynthesizer",
+    install_hint="pip install coevolve-engine",
+    description="new calc tasks one or two skill moves from the pattern's tasks (by its signal); no model needed",
+)
+SYNTHESIZERS.register(
     "llm",
     "coevolve_engine.synthesis.llm_synthesizer:LLMSynthesizer",
     install_hint="pip install 'coevolve-engine[agents]'",

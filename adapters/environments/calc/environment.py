@@ -1,0 +1,189 @@
+"""The calc environment: one register ``x``, three one-argument tools, tasks scored on the state they leave.
+
+Made to be learned by a tiny policy on a CPU: one user turn, a prompt of one or two short sentences, three
+tools whose schemas render in a few dozen tokens, and a score that needs no final answer (the engine's TRL
+trainer ends the turn without one). A task succeeds when the agent called exactly the task's chain of tools,
+none failed, and ``x`` ends at the target.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterator
+
+from coevolve_engine.adapters.environments.base import (
+    Environment,
+    Episode,
+    Observation,
+    Score,
+    SpecError,
+    ToolCall,
+)
+from coevolve_engine.adapters.environments.calc import drafts
+from coevolve_engine.adapters.environments.calc.tasks import (
+    ENV_NAME,
+    FULL_SPACE,
+    LIMIT,
+    SEED_SPACE,
+    TOOLS,
+    apply,
+    check_spec,
+    generate,
+)
+
+MAX_EPISODE_CALLS = 12
+SPLITS = ("seed", "test", "full")
+#: The held-out test set is generated from this seed unless another is asked for.
+TEST_SEED = 20261130
+DEFAULT_SIZES = {"seed": 200, "test": 300, "full": 200}
+
+_DESCRIPTIONS = {"add": "x = x + n", "sub": "x = x - n", "mul": "x = x * n"}
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "function", "function": {
+        "name": name, "description": _DESCRIPTIONS[name],
+        "parameters": {"type": "object", "properties": {"n": {"type": "integer", "description": "integer"}},
+                       "required": ["n"]}}}
+    for name in TOOLS
+]
+
+
+class CalcEpisode(Episode):
+    """One attempt at one calc task: ``x`` starts at the task's start; every call is checked, then applied."""
+
+    def __init__(self, task_id: str, spec: dict[str, Any]) -> None:
+        self.task_id = task_id
+        self.spec = spec
+        self.x = spec["start"]
+        self.calls: list[str] = []  # tools applied, in order
+        self.errors: list[str] = []  # refusals, in order
+        self.replies: list[str | None] = []
+        self._state = "before"  # before -> turn -> done
+
+    def next_turn(self) -> str | None:
+        if self._state == "before":
+            self._state = "turn"
+            return self.spec["prompt"]
+        if self._state == "turn":  # the agent did not end its turn: end it without a reply
+            self.end_turn(None)
+        return None
+
+    def tools(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(TOOL_SCHEMAS)
+
+    def execute(self, call: ToolCall) -> Observation:
+        problem = self._refusal(call)
+        if problem is not None:
+            if self._state == "turn":
+                self.errors.append(problem)
+            return Observation(f"Error: {problem}", error=problem)
+        x = apply(call.name, self.x, call.arguments["n"])
+        self.x = x
+        self.calls.append(call.name)
+        return Observation(f"x={x}")
+
+    def _refusal(self, call: ToolCall) -> str | None:
+        """Why ``call`` is refused, or None when it runs."""
+        if self._state != "turn":
+            return "no turn in progress" if self._state == "before" else "the episode is over"
+        if not isinstance(call.name, str) or call.name not in TOOLS:
+            return f"unknown tool {call.name!r:.60} (tools: {', '.join(TOOLS)})"
+        if not isinstance(call.arguments, dict):
+            return f"arguments must be an object, got {type(call.arguments).__name__}"
+        extra = [str(key)[:40] for key in call.arguments if key != "n"]
+        if extra:
+            return f"unknown argument(s) {extra} ({call.name} takes only n)"
+        n = call.arguments.get("n")
+        if not isinstance(n, int) or isinstance(n, bool):
+            return f"n must be an integer, got {type(n).__name__}"
+        if len(self.calls) + len(self.errors) >= MAX_EPISODE_CALLS:
+            return f"more than {MAX_EPISODE_CALLS} calls"
+        if abs(apply(call.name, self.x, n)) > LIMIT:
+            return f"{call.name} {n} would take x out of -{LIMIT}..{LIMIT}"
+        return None
+
+    def end_turn(self, reply: str | None) -> None:
+        if self._state == "turn":
+            self.replies.append(reply)
+            self._state = "done"
+
+    def score(self) -> Score:
+        if self._state == "turn":
+            self.end_turn(None)
+        if self.spec["form"] == "explore":
+            return Score(0.0, False, "exploration episode: nothing to score")
+        chain = [step["op"] for step in self.spec["steps"]]
+        target = self.spec["target"]
+        if self.errors:
+            return Score(0.0, False, f"{len(self.errors)} call(s) refused, first: {self.errors[0]}")
+        if not self.calls:
+            return Score(0.0, False, f"no call made; want {'>'.join(chain)} to x={target}")
+        if self.calls != chain:
+            return Score(0.0, False, f"wrong chain: called {'>'.join(self.calls)}, want {'>'.join(chain)}")
+        if self.x != target:
+            return Score(0.0, False, f"wrong value: x={self.x}, want {target}")
+        return Score(1.0, True, f"solved: {'>'.join(chain)} to x={target}")
+
+
+class CalcEnvironment(Environment):
+    """Procedural register-machine tasks for tiny tool-calling policies (see ``tasks`` for the skill space)."""
+
+    name = ENV_NAME
+    splits = SPLITS
+
+    def check_spec(self, spec: dict[str, Any]) -> list[str]:
+        return check_spec(spec)
+
+    def start(self, task_id: str, spec: dict[str, Any]) -> Episode:
+        problems = check_spec(spec)
+        if problems:
+            raise SpecError(task_id, problems)
+        return CalcEpisode(task_id, copy.deepcopy(spec))
+
+    def load_tasks(self, split: str | None = None, n: int | None = None, seed: int | None = None, *,
+                   category: str | None = None, limit: int | None = None,
+                   **options: Any) -> Iterator[dict[str, Any]]:
+        """Task records of a split, deterministic in ``seed``.
+
+        ``seed`` (the default; n=200, seed 0): one call of add or sub, small operands, no distractors, both forms.
+        ``test`` (n=300, seed 20261130): the held-out set, balanced over every skill value.
+        ``full`` (n=200, seed 0): drawn like ``test`` but from ``seed``, for curriculum benchmarks.
+        Neither ``seed`` nor ``full`` shares a prompt with the test set of seed 20261130. ``category`` and
+        ``limit`` are what ``coevolve-engine tasks import`` passes: another name for the split, and a cap on n.
+        """
+        if options:
+            raise TypeError(f"unknown option(s) for calc load_tasks: {', '.join(sorted(options))}")
+        if split is not None and category is not None and split != category:
+            raise ValueError(f"split {split!r} and category {category!r} disagree; give one")
+        split = split or category or "seed"
+        if split not in SPLITS:
+            raise ValueError(f"unknown calc split {split!r}; known: {', '.join(SPLITS)}")
+        n = DEFAULT_SIZES[split] if n is None else n
+        n = n if limit is None else min(n, limit)
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        if seed is None:
+            seed = TEST_SEED if split == "test" else 0
+        if split == "test":
+            specs = generate(FULL_SPACE, n, seed)
+        else:
+            held_out = {spec["prompt"] for spec in generate(FULL_SPACE, DEFAULT_SIZES["test"], TEST_SEED)}
+            specs = generate(SEED_SPACE if split == "seed" else FULL_SPACE, n, seed, exclude=held_out)
+        for index, spec in enumerate(specs):
+            yield {"task_id": f"{ENV_NAME}/{split}-{seed}-{index:04d}", "env": ENV_NAME, "prompt": spec["prompt"],
+                   "spec": spec, "source": f"{ENV_NAME}:{split}:seed={seed}",
+                   "meta": {"split": split, "skill": spec["skill"]}}
+
+    def reference_solution(self, spec: dict[str, Any]) -> list[list[ToolCall]] | None:
+        """The task's chain with its operands, in one turn."""
+        if not isinstance(spec, dict) or spec.get("form") == "explore" or check_spec(spec):
+            return None
+        return [[ToolCall(step["op"], {"n": step["n"]}) for step in spec["steps"]]]
+
+    def exploration_spec(self, seed_spec: dict[str, Any], instruction: str) -> dict[str, Any]:
+        return drafts.exploration_spec(seed_spec, instruction)
+
+    def draft_schema(self) -> dict[str, Any]:
+        return drafts.DRAFT_SCHEMA
+
+    def spec_from_draft(self, seed_spec: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
+        return drafts.spec_from_draft(seed_spec, draft)

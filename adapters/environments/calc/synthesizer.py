@@ -1,0 +1,208 @@
+"""The offline calc synthesizer: new tasks near a failure pattern's skill parameters, without a model.
+
+Registered as ``"offline:calc"`` in ``coevolve_engine.synthesis.candidates.SYNTHESIZERS``. The calc tasks that
+a pattern's member trajectories attempted are the seeds; each candidate takes a seed's skill cell (its chain
+of tools, operand size, distractors and form), moves it, and draws a fresh task of the moved cell. How far it
+moves depends on the pattern's dominant signal:
+
+=============  ==========================================================================================
+forgetting     no move: fresh numbers in the forgotten task's own cell (reinforce the skill)
+boundary       one move of one parameter by one notch (a call more or fewer, one tool swapped, operand size,
+               one distractor more or fewer, the other form): tasks just around where the agent wavers
+rare           two moves, each towards the value the store's calc tasks hold least (rarely exercised skills)
+=============  ==========================================================================================
+
+Moves stay inside ``FULL_SPACE`` (the held-out test set's space). A candidate's prompt is new: never one of a
+calc task in the store nor of an earlier candidate. Everything is drawn from
+``random.Random(f"{seed}:{pattern_id}:{attempt}")``: the same store, patterns and seed give the same candidates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Sequence
+
+from coevolve_engine.adapters.environments.calc.tasks import (
+    ENV_NAME,
+    FULL_SPACE,
+    Cell,
+    check_spec,
+    make_spec,
+)
+from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer, spec_hash
+
+if TYPE_CHECKING:  # pragma: no cover
+    from coevolve_engine.store import Store
+
+NAME = "offline:calc"
+#: How many moves away from the seed's cell, per dominant signal.
+MOVES = {"forgetting": 0, "boundary": 1, "rare": 2}
+PARAMETERS = ("calls", "tool", "operands", "distractors", "form")
+
+
+def cell_of(spec: dict[str, Any]) -> Cell:
+    skill = spec["skill"]
+    return Cell(tuple(skill["chain"].split(">")), skill["operands"], skill["distractors"], skill["form"])
+
+
+def neighbours(cell: Cell) -> list[tuple[str, str, Any, Cell]]:
+    """Every cell one move from ``cell`` inside ``FULL_SPACE``: (parameter, description, new value, cell)."""
+    space, out = FULL_SPACE, []
+    chain = cell.chain
+    if len(chain) + 1 in space.calls:
+        for tool in space.tools:
+            out.append(("calls", f"append {tool}", len(chain) + 1, Cell(chain + (tool,), *_rest(cell))))
+    if len(chain) - 1 in space.calls:
+        for index in range(len(chain)):
+            shorter = chain[:index] + chain[index + 1:]
+            out.append(("calls", f"drop call {index + 1} ({chain[index]})", len(shorter), Cell(shorter, *_rest(cell))))
+    for index, old in enumerate(chain):
+        for tool in space.tools:
+            if tool != old:
+                swapped = chain[:index] + (tool,) + chain[index + 1:]
+                out.append(("tool", f"call {index + 1}: {old} -> {tool}", tool, Cell(swapped, *_rest(cell))))
+    for size in space.operands:
+        if size != cell.operands:
+            out.append(("operands", f"operands {cell.operands} -> {size}", size,
+                        Cell(chain, size, cell.distractors, cell.form)))
+    for count in (cell.distractors - 1, cell.distractors + 1):
+        if count in space.distractors:
+            out.append(("distractors", f"distractors {cell.distractors} -> {count}", count,
+                        Cell(chain, cell.operands, count, cell.form)))
+    for form in space.forms:
+        if form != cell.form:
+            out.append(("form", f"form {cell.form} -> {form}", form,
+                        Cell(chain, cell.operands, cell.distractors, form)))
+    return out
+
+
+def _rest(cell: Cell) -> tuple[str, int, str]:
+    return cell.operands, cell.distractors, cell.form
+
+
+class OfflineCalcSynthesizer(Synthesizer):
+    """Moves a pattern's tasks through the calc skill space; no model."""
+
+    name = NAME
+
+    def __init__(self, *, attempts: int = 8) -> None:
+        """attempts: tries per wanted candidate before a pattern gives up."""
+        if attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {attempts}")
+        self.attempts = attempts
+
+    def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int = 20,
+                seed: int = 0) -> list[Candidate]:
+        pool = _pool(store)
+        run = _Run(pool, seed, self.attempts)
+        plans = [(pattern, seeds) for pattern in patterns if (seeds := _seeds(pattern))]
+        made: list[Candidate] = []
+        for (pattern, seeds), quota in zip(plans, _quotas([p.size for p, _ in plans], max_candidates)):
+            made += run.fill(pattern, seeds, quota)
+        while len(made) < max_candidates:  # what one pattern could not fill, the others share
+            before = len(made)
+            for pattern, seeds in plans:
+                if len(made) < max_candidates:
+                    made += run.fill(pattern, seeds, 1)
+            if len(made) == before:
+                break
+        return made
+
+
+def _pool(store: "Store") -> list[dict[str, Any]]:
+    """The specs of every calc task in the store (sorted by task id)."""
+    rows = store.execute("SELECT spec FROM tasks WHERE env = $env ORDER BY task_id", {"env": ENV_NAME}).fetchall()
+    return [json.loads(spec) if isinstance(spec, str) else spec for (spec,) in rows]
+
+
+def _seeds(pattern: FailurePattern) -> list[tuple[str, dict[str, Any]]]:
+    """The pattern's well-formed calc tasks, closest member first."""
+    seeds = []
+    for task_id in pattern.task_ids:
+        task = pattern.tasks[task_id]
+        spec = task.get("spec")
+        if task.get("env") == ENV_NAME and isinstance(spec, dict) and spec.get("form") != "explore" \
+                and not check_spec(spec):
+            seeds.append((task_id, spec))
+    return seeds
+
+
+def _quotas(sizes: list[int], total: int) -> list[int]:
+    """``total`` split in proportion to ``sizes`` (largest remainders first, ties to the earlier)."""
+    if not sizes or total <= 0:
+        return [0] * len(sizes)
+    weight = sum(max(size, 1) for size in sizes)
+    shares = [total * max(size, 1) / weight for size in sizes]
+    quotas = [math.floor(share) for share in shares]
+    for index in sorted(range(len(sizes)), key=lambda i: (quotas[i] - shares[i], i))[: total - sum(quotas)]:
+        quotas[index] += 1
+    return quotas
+
+
+class _Run:
+    """One ``propose`` call: the store's calc tasks, how often each skill value occurs, what was made."""
+
+    def __init__(self, pool: list[dict[str, Any]], seed: int, attempts: int) -> None:
+        self.seed = seed
+        self.attempts = attempts
+        self.prompts = {spec.get("prompt") for spec in pool if isinstance(spec, dict)}
+        self.counts: Counter[tuple[str, Any]] = Counter()
+        for spec in pool:
+            skill = spec.get("skill") if isinstance(spec, dict) else None
+            if isinstance(skill, dict) and isinstance(skill.get("chain"), str):
+                for parameter in ("calls", "operands", "distractors", "form"):
+                    self.counts[(parameter, skill.get(parameter))] += 1
+                for tool in set(skill["chain"].split(">")):
+                    self.counts[("tool", tool)] += 1
+        self.attempt: Counter[str] = Counter()
+
+    def fill(self, pattern: FailurePattern, seeds: list[tuple[str, dict[str, Any]]], wanted: int) -> list[Candidate]:
+        made: list[Candidate] = []
+        for _ in range(wanted * self.attempts):
+            if len(made) >= wanted:
+                break
+            n = self.attempt[pattern.pattern_id]
+            self.attempt[pattern.pattern_id] += 1
+            rng = random.Random(f"{self.seed}:{pattern.pattern_id}:{n}")
+            task_id, spec = seeds[n % len(seeds)]
+            candidate = self._make(pattern, task_id, spec, rng, n)
+            if candidate is not None:
+                made.append(candidate)
+        return made
+
+    def _move(self, cell: Cell, rng: random.Random, rare: bool) -> tuple[Cell, str] | None:
+        options = neighbours(cell)
+        if not options:
+            return None
+        if rare:  # towards what the store holds least of
+            weights = [1.0 / (1 + self.counts[(parameter, value)]) for parameter, _, value, _ in options]
+        else:  # every parameter equally likely, whatever its number of moves
+            per = Counter(parameter for parameter, _, _, _ in options)
+            weights = [1.0 / per[parameter] for parameter, _, _, _ in options]
+        _, description, _, moved = rng.choices(options, weights=weights)[0]
+        return moved, description
+
+    def _make(self, pattern: FailurePattern, task_id: str, spec: dict[str, Any], rng: random.Random,
+              attempt: int) -> Candidate | None:
+        cell, moves = cell_of(spec), []
+        for _ in range(MOVES.get(pattern.dominant_signal, 1)):
+            moved = self._move(cell, rng, rare=pattern.dominant_signal == "rare")
+            if moved is None:
+                return None
+            cell, description = moved
+            moves.append(description)
+        new = make_spec(cell, rng)
+        if new["prompt"] in self.prompts:
+            return None
+        self.prompts.add(new["prompt"])
+        digest = spec_hash(new)[:12]
+        return Candidate.create(
+            round=pattern.round, pattern_id=pattern.pattern_id, signal=pattern.dominant_signal, env=ENV_NAME,
+            synthesizer=NAME, prompt=new["prompt"], spec=new,
+            provenance={"synthesizer": NAME, "seed": self.seed, "attempt": attempt, "parents": [task_id],
+                        "moves": moves or ["none: fresh numbers, same skill"], "skill": new["skill"],
+                        "task_id": f"{ENV_NAME}-syn/{digest}"},
+        )

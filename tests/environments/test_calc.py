@@ -1,0 +1,306 @@
+"""The calc environment: the shared contract, the registry, the splits, skills, scoring and LLM drafts."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+
+import pytest
+from environment_contract import EnvironmentContract
+
+from coevolve_engine.adapters.environments import ENVIRONMENTS, load_environment
+from coevolve_engine.adapters.environments.base import SpecError, ToolCall, replay
+from coevolve_engine.adapters.environments.calc import CalcEnvironment, skill_of
+from coevolve_engine.adapters.environments.calc.tasks import SEED_SPACE, Cell, make_spec, numbers_in
+
+
+@pytest.fixture(scope="module")
+def calc() -> CalcEnvironment:
+    return CalcEnvironment()
+
+
+@pytest.fixture(scope="module")
+def seed_tasks(calc) -> list[dict]:
+    return list(calc.load_tasks(split="seed"))
+
+
+@pytest.fixture(scope="module")
+def test_tasks(calc) -> list[dict]:
+    return list(calc.load_tasks(split="test"))
+
+
+def by_skill(tasks: list[dict], **skill) -> dict:
+    return next(t for t in tasks if all(t["spec"]["skill"][k] == v for k, v in skill.items()))
+
+
+class TestCalcContract(EnvironmentContract):
+    @pytest.fixture
+    def environment(self, calc):
+        return calc
+
+    @pytest.fixture
+    def sample_tasks(self, seed_tasks, test_tasks):
+        return [
+            by_skill(seed_tasks, form="steps"),
+            by_skill(seed_tasks, form="goal", tools="sub"),
+            by_skill(test_tasks, calls=3, operands="large", distractors=2, form="goal"),
+            by_skill(test_tasks, calls=2, tools="add,mul", distractors=1, form="steps"),
+        ]
+
+    @pytest.fixture
+    def invalid_specs(self, test_tasks):
+        spec = by_skill(test_tasks, calls=2, form="steps", distractors=1)["spec"]
+        goal = by_skill(test_tasks, calls=2, form="goal")["spec"]
+        return [
+            {**spec, "steps": []},
+            {**spec, "steps": [{"op": "div", "n": 2}] + spec["steps"][1:]},
+            {**spec, "steps": [{"op": "add", "n": 0}] + spec["steps"][1:]},
+            {**spec, "steps": [{"op": "mul", "n": 1}] + spec["steps"][1:]},
+            {**spec, "steps": [{"op": "add", "n": "4"}] + spec["steps"][1:]},
+            {**spec, "steps": [{"op": "add"}] + spec["steps"][1:]},
+            {**spec, "steps": spec["steps"] * 3},
+            {**spec, "target": spec["target"] + 1},
+            {**spec, "start": True},
+            {**spec, "form": "riddle"},
+            {**spec, "prompt": ""},
+            {**spec, "prompt": spec["prompt"].replace(f"x is {spec['start']}", "x is unknown")},
+            {**spec, "prompt": "x is {}. Add some numbers.".format(spec["start"])},
+            {**goal, "prompt": goal["prompt"].replace(f"so x is {goal['target']}", "so x is big")},
+            {**spec, "skill": {**spec["skill"], "calls": 1}},
+            {**spec, "bonus": 1},
+            {**spec, "steps": [{"op": "mul", "n": 99}] * 5, "start": 10**8},
+        ]
+
+
+# --- registry and splits ----------------------------------------------------------------------------------
+
+
+def test_calc_is_registered_next_to_bfcl():
+    assert {"bfcl", "calc"} <= set(ENVIRONMENTS.names())
+    assert ENVIRONMENTS.load("calc") is CalcEnvironment
+    assert isinstance(load_environment("calc"), CalcEnvironment)
+
+
+def test_splits_are_deterministic_and_sized(calc, seed_tasks, test_tasks):
+    assert len(seed_tasks) == 200 and len(test_tasks) == 300
+    assert list(calc.load_tasks(split="seed")) == seed_tasks
+    assert list(calc.load_tasks(split="test", n=20)) == test_tasks[:20]
+    other = list(calc.load_tasks(split="seed", n=20, seed=1))
+    assert [t["prompt"] for t in other] != [t["prompt"] for t in seed_tasks[:20]]
+    assert other == list(calc.load_tasks(split="seed", n=20, seed=1))
+    assert len({t["task_id"] for t in seed_tasks + test_tasks}) == 500
+    task = seed_tasks[0]
+    assert task["task_id"] == "calc/seed-0-0000" and task["env"] == "calc" and task["source"] == "calc:seed:seed=0"
+    assert task["meta"] == {"split": "seed", "skill": task["spec"]["skill"]}
+    with pytest.raises(ValueError, match="known: seed, test, full"):
+        next(calc.load_tasks(split="train"))
+    with pytest.raises(TypeError, match="unknown option"):
+        next(calc.load_tasks(kind="x"))
+    with pytest.raises(ValueError, match="known: seed, test, full"):
+        next(calc.load_tasks(category="multi_turn_base"))
+    with pytest.raises(ValueError, match="fewer than"):
+        next(calc.load_tasks(split="seed", n=5000))
+
+
+def test_the_seed_split_covers_part_of_the_skill_space_and_the_test_split_all(seed_tasks, test_tasks):
+    def values(tasks, key):
+        return Counter(t["spec"]["skill"][key] for t in tasks)
+
+    assert set(values(seed_tasks, "tools")) == {"add", "sub"}
+    assert set(values(seed_tasks, "calls")) == {1}
+    assert set(values(seed_tasks, "operands")) == {"small"}
+    assert set(values(seed_tasks, "distractors")) == {0}
+    assert set(values(seed_tasks, "form")) == {"steps", "goal"}
+    assert set(values(test_tasks, "tools")) == {"add", "sub", "mul", "add,sub", "add,mul", "sub,mul", "add,sub,mul"}
+    assert values(test_tasks, "calls") == {1: 100, 2: 100, 3: 100}
+    assert values(test_tasks, "operands") == {"small": 150, "large": 150}
+    assert set(values(test_tasks, "distractors")) == {0, 1, 2}
+    assert min(values(test_tasks, "distractors").values()) >= 90
+    assert set(values(test_tasks, "form")) == {"steps", "goal"}
+    held_out = {t["prompt"] for t in test_tasks}
+    assert not held_out & {t["prompt"] for t in seed_tasks}
+
+
+def test_tasks_import_takes_the_split_as_its_category(tmp_path, test_tasks):
+    from click.testing import CliRunner
+
+    from coevolve_engine.cli import cli
+    from coevolve_engine.store import Store
+
+    db = tmp_path / "store.duckdb"
+    command = ["tasks", "import", "calc", "--category", "test", "--limit", "12", "--db", str(db)]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    assert "calc tasks (test): 12 tasks, 12 added" in result.output
+    with Store(db, read_only=True) as store:
+        rows = store.execute("SELECT task_id, json_extract_string(spec, '$.skill.calls') FROM tasks "
+                             "ORDER BY task_id").fetchall()
+    assert [task_id for task_id, _ in rows] == [t["task_id"] for t in test_tasks[:12]]
+    assert {calls for _, calls in rows} == {"1", "2", "3"}  # skills group in SQL
+    result = CliRunner().invoke(cli, ["tasks", "import", "calc", "--category", "train", "--db", str(db)])
+    assert result.exit_code != 0 and "known: seed, test, full" in result.output
+
+
+def test_full_split_excludes_the_test_prompts(calc, test_tasks):
+    full = list(calc.load_tasks(split="full", n=300))
+    assert not {t["prompt"] for t in full} & {t["prompt"] for t in test_tasks}
+    assert {t["spec"]["skill"]["calls"] for t in full} == {1, 2, 3}
+
+
+def test_every_generated_task_is_well_formed_and_its_reference_solves_it(calc, seed_tasks, test_tasks):
+    for task in seed_tasks + test_tasks:
+        assert calc.check_spec(task["spec"]) == [], task["task_id"]
+        assert task["spec"]["skill"] == skill_of(task["spec"])
+        score = replay(calc, task["task_id"], task["spec"], calc.reference_solution(task["spec"]))
+        assert score.success, (task["task_id"], score.reason)
+
+
+def test_prompts_read_as_intended():
+    import random
+
+    spec = make_spec(Cell(("add", "mul"), "small", 0, "steps"), random.Random(3))
+    (a, m) = (step["n"] for step in spec["steps"])
+    assert spec["prompt"] == f"x is {spec['start']}. Add {a}, then multiply by {m}."
+    goal = make_spec(Cell(("sub",), "small", 1, "goal"), random.Random(3))
+    assert goal["prompt"].endswith(f"Subtract a number so x is {goal['target']}.")
+    hidden = goal["steps"][0]["n"]
+    assert hidden not in numbers_in(goal["prompt"]) or hidden in (goal["start"], goal["target"])
+    assert goal["skill"]["distractors"] == 1 and SEED_SPACE.calls == (1,)
+
+
+# --- episodes and scoring ---------------------------------------------------------------------------------
+
+
+def play(calc, spec, calls, reply=None):
+    episode = calc.start("t", spec)
+    assert episode.next_turn() == spec["prompt"]
+    observations = [episode.execute(call) for call in calls]
+    episode.end_turn(reply)
+    assert episode.next_turn() is None
+    return observations, episode.score()
+
+
+def test_tools_are_three_short_schemas(calc, seed_tasks):
+    episode = calc.start("t", seed_tasks[0]["spec"])
+    episode.next_turn()
+    tools = episode.tools()
+    assert [t["function"]["name"] for t in tools] == ["add", "sub", "mul"]
+    assert len(json.dumps(tools)) <= 600
+    assert episode.system_prompt() is None
+
+
+def test_scoring_names_what_went_wrong(calc, test_tasks):
+    spec = copy.deepcopy(by_skill(test_tasks, chain="add>mul", form="steps")["spec"])
+    (a, m) = spec["steps"]
+    observations, score = play(calc, spec, [ToolCall("add", {"n": a["n"]}), ToolCall("mul", {"n": m["n"]})])
+    assert [o.content for o in observations] == [f"x={spec['start'] + a['n']}", f"x={spec['target']}"]
+    assert (score.reward, score.success, score.reason) == (1.0, True, f"solved: add>mul to x={spec['target']}")
+    _, score = play(calc, spec, [ToolCall("mul", {"n": m["n"]}), ToolCall("add", {"n": a["n"]})])
+    assert score.reason == "wrong chain: called mul>add, want add>mul"
+    _, score = play(calc, spec, [ToolCall("add", {"n": a["n"] + 1}), ToolCall("mul", {"n": m["n"]})])
+    assert score.reason == f"wrong value: x={(spec['start'] + a['n'] + 1) * m['n']}, want {spec['target']}"
+    _, score = play(calc, spec, [ToolCall("add", {"n": "4"}), ToolCall("add", {"n": a["n"]}),
+                                 ToolCall("mul", {"n": m["n"]})])
+    assert not score.success and score.reason == "1 call(s) refused, first: n must be an integer, got str"
+    _, score = play(calc, spec, [])
+    assert score.reason == f"no call made; want add>mul to x={spec['target']}"
+
+
+def test_goal_tasks_accept_any_operand_that_reaches_the_target(calc, seed_tasks):
+    spec = by_skill(seed_tasks, form="goal", tools="add")["spec"]
+    needed = spec["target"] - spec["start"]
+    assert play(calc, spec, [ToolCall("add", {"n": needed})])[1].success
+    assert not play(calc, spec, [ToolCall("sub", {"n": -needed})])[1].success  # the chain is part of the task
+
+
+def test_refusals_leave_x_alone(calc, seed_tasks):
+    episode = calc.start("t", seed_tasks[0]["spec"])
+    episode.next_turn()
+    for call, message in [
+        (ToolCall("div", {"n": 2}), "unknown tool 'div'"),
+        (ToolCall("add", {"n": 1, "m": 2}), "unknown argument(s) ['m']"),
+        (ToolCall("add", {"n": True}), "n must be an integer, got bool"),
+        (ToolCall("mul", {"n": 10**9}), "would take x out of"),
+    ]:
+        observation = episode.execute(call)
+        assert observation.error and message in observation.error and observation.content.startswith("Error: ")
+    assert episode.x == seed_tasks[0]["spec"]["start"] and episode.calls == []
+    for _ in range(20):
+        episode.execute(ToolCall("add", {"n": 1}))
+    assert len(episode.calls) == 8  # 4 refusals + 8 calls reach the cap of 12; the rest are refused
+    assert episode.execute(ToolCall("add", {"n": 1})).error == "more than 12 calls"
+
+
+def test_start_rejects_a_bad_spec_with_every_problem(calc):
+    with pytest.raises(SpecError) as caught:
+        calc.start("bad", {"kind": "calc", "start": "3", "steps": [], "form": "x", "prompt": 3})
+    assert caught.value.task_id == "bad" and len(caught.value.problems) >= 4
+
+
+# --- LLM synthesis hooks ----------------------------------------------------------------------------------
+
+
+def test_exploration_spec_is_a_playable_unscored_episode(calc, seed_tasks):
+    seed = seed_tasks[0]["spec"]
+    spec = calc.exploration_spec(seed, "Try every tool.")
+    assert calc.check_spec(spec) == [] and spec["start"] == seed["start"]
+    episode = calc.start("explore", spec)
+    assert episode.next_turn() == f"x is {seed['start']}.\n\nTry every tool."
+    assert episode.execute(ToolCall("mul", {"n": 3})).content == f"x={3 * seed['start']}"
+    score = episode.score()
+    assert not score.success and "exploration" in score.reason
+    assert calc.reference_solution(spec) is None
+
+
+def test_drafts_become_specs_with_their_skill(calc, seed_tasks):
+    import jsonschema
+
+    seed = seed_tasks[0]["spec"]
+    draft = {"turns": ["x is 6. y is 2. Add 5, then multiply by 3."], "ground_truth": [["add(n=5)", "mul(n=3)"]],
+             "completion_criterion": "x is 33"}
+    jsonschema.validate(draft, calc.draft_schema())
+    spec = calc.spec_from_draft(seed, draft)
+    assert calc.check_spec(spec) == []
+    assert (spec["start"], spec["target"], spec["form"]) == (6, 33, "steps")
+    assert spec["skill"] == {"tools": "add,mul", "chain": "add>mul", "calls": 2, "operands": "small",
+                             "distractors": 1, "form": "steps"}
+    assert replay(calc, "t", spec, calc.reference_solution(spec)).success
+    goal = calc.spec_from_draft(seed, {"turns": ["Subtract 12, then add a number so x is 40."],
+                                       "ground_truth": [["sub(n=12)", "add(47)"]], "completion_criterion": "-"})
+    assert goal["start"] == seed["start"] and goal["form"] == "goal"
+    assert calc.check_spec(goal) == [f"the prompt must state the start as 'x is {seed['start']}'"]
+
+
+@pytest.mark.parametrize("calls, problem", [
+    (["os.system('ls')"], "step 1 must be {'op': tool, 'n': integer}: \"os.system('ls')\""),
+    (["add(n=x)"], "step 1 must be {'op': tool, 'n': integer}"),
+    (["add(n=1, m=2)"], "must pass exactly one argument n"),
+    (["div(n=2)"], "step 1: unknown tool 'div'"),
+    (["add(n='2')"], "step 1: n must be an integer, got '2'"),
+])
+def test_bad_drafts_become_specs_that_name_their_defect(calc, seed_tasks, calls, problem):
+    spec = calc.spec_from_draft(seed_tasks[0]["spec"], {"turns": ["x is 1. Add 2."], "ground_truth": [calls],
+                                                         "completion_criterion": "x is 3"})
+    problems = calc.check_spec(spec)
+    assert problems and problem in problems[0]
+    json.dumps(spec)
+
+
+# --- the trl-grpo trainer's view of the environment -------------------------------------------------------
+
+
+def test_every_calc_task_shares_one_trl_tool_class_that_scores_the_episode(calc, seed_tasks, test_tasks):
+    from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes
+
+    tasks = seed_tasks[:5] + test_tasks[:5]
+    classes, tool_sets = environment_classes(calc, tasks)
+    assert len(classes) == 1 and set(tool_sets) == {t["task_id"] for t in tasks}
+    (cls,) = classes.values()
+    task = by_skill(test_tasks, calls=2, form="steps")
+    instance = cls()
+    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
+    results = [getattr(instance, s["op"])(n=s["n"]) for s in task["spec"]["steps"]]
+    assert results[-1] == f"x={task['spec']['target']}" and instance.get_reward() == 1.0
+    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
+    assert instance.get_reward() == 0.0
