@@ -139,6 +139,8 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
             checks.append((field.name, f"{c} IS NOT NULL AND {_IS_LIST.format(c=c)}", "must be a JSON list"))
         if field.kind == "object":
             checks.append((field.name, f"{c} IS NOT NULL AND {_IS_OBJECT.format(c=c)}", "must be a JSON object"))
+        if field.name == "split":
+            checks.append(("split", "split NOT IN ('train', 'eval')", "split must be 'train' or 'eval', got {value!r}"))
         if field.name == "reward":
             checks.append(("reward", "isnan(reward) OR reward < 0 OR reward > 1", "reward {value} is outside [0, 1]"))
         if field.name == "actions":
@@ -252,7 +254,7 @@ def _check_task_conflicts(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
     rows = con.execute(f"""
         SELECT s._line, s.task_id FROM {_STAGED} AS s JOIN tasks AS t USING (task_id)
         WHERE s.env IS DISTINCT FROM t.env OR s.prompt IS DISTINCT FROM t.prompt
-           OR s.source IS DISTINCT FROM t.source
+           OR s.source IS DISTINCT FROM t.source OR coalesce(s.split, 'train') IS DISTINCT FROM t.split
            OR json(s.spec) IS DISTINCT FROM json(t.spec) OR json(s.meta) IS DISTINCT FROM json(t.meta)
         ORDER BY s._line LIMIT 1
     """).fetchall()
@@ -271,8 +273,9 @@ def _insert_tasks(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
     before = con.execute("SELECT count(*) FROM tasks").fetchall()[0][0]
     con.execute(
         f"""
-        INSERT INTO tasks (task_id, env, prompt, spec, source, meta, ingest_id)
-        SELECT s.task_id, s.env, s.prompt, CAST(s.spec AS JSON), s.source, CAST(s.meta AS JSON), $ingest_id
+        INSERT INTO tasks (task_id, env, prompt, spec, source, meta, ingest_id, split)
+        SELECT s.task_id, s.env, s.prompt, CAST(s.spec AS JSON), s.source, CAST(s.meta AS JSON), $ingest_id,
+               coalesce(s.split, 'train')
         FROM {_STAGED} AS s ANTI JOIN tasks AS t USING (task_id)
         ORDER BY s._line
         """,

@@ -39,6 +39,7 @@ TASK_FIELDS: tuple[Field, ...] = (
     Field("prompt", "str", False, "the instruction shown to the agent"),
     Field("spec", "object", False, "environment-specific JSON object to start, run and score it"),
     Field("source", "str", False, "where it came from"),
+    Field("split", "str", False, "'train' (default) or 'eval': an eval task is held out, never weighted or trained on"),
     Field("meta", "object", False, "anything else, as a JSON object"),
 )
 

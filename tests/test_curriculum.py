@@ -248,7 +248,7 @@ def test_a_failing_strategy_writes_nothing(literal):
 
 
 def test_errors_on_empty_store_and_missing_round(store):
-    with pytest.raises(CurriculumError, match="no tasks to weigh; add some with"):
+    with pytest.raises(CurriculumError, match="no training tasks to weigh .eval tasks are never weighed.; add some with"):
         compute_weights(store, 0, "uniform")
     with pytest.raises(CurriculumError, match="no weights yet; compute them with"):
         load_weights(store)

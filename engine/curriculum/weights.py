@@ -115,9 +115,9 @@ def compute_weights(store: Store, round: int, strategy: str | CurriculumStrategy
     if existing is not None and not replace:
         raise CurriculumError(f"round {round} already has weights (strategy {existing}); pass replace=True "
                               "(--replace) to compute them again, or choose another round")
-    if not store.scalar("SELECT count(*) FROM tasks"):
-        raise CurriculumError("the store has no tasks to weigh; add some with `coevolve-engine ingest tasks` or "
-                              "`coevolve-engine tasks import`")
+    if not store.scalar("SELECT count(*) FROM tasks WHERE split = 'train'"):
+        raise CurriculumError("the store has no training tasks to weigh (eval tasks are never weighed); add some "
+                              "with `coevolve-engine ingest tasks` or `coevolve-engine tasks import`")
     with signal_snapshot(store, params):
         facts = chosen.facts(store, params)
         result = chosen.weigh(facts)

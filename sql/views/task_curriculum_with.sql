@@ -1,5 +1,6 @@
--- task_curriculum_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, recent := 3): one row per row of
--- tasks: the facts the curriculum strategies weigh a task by. "Now" is the latest step with a scored rollout.
+-- task_curriculum_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, recent := 3): one row per training
+-- task (split 'train'; eval tasks are held out and never weighed): the facts the curriculum strategies weigh a
+-- task by. "Now" is the latest step with a scored rollout.
 --   task_id               the task
 --   source                where it came from (tasks.source; 'synthesized' for accepted candidates)
 --   rollouts              its scored rollouts over all steps (0: never attempted)
@@ -75,4 +76,5 @@ CROSS JOIN span
 LEFT JOIN per_task USING (task_id)
 LEFT JOIN recent_groups USING (task_id)
 LEFT JOIN last_group USING (task_id)
-LEFT JOIN recent_rare USING (task_id);
+LEFT JOIN recent_rare USING (task_id)
+WHERE tasks.split = 'train';
