@@ -39,6 +39,7 @@ def cli() -> None:
 def _add_commands() -> None:
     from coevolve_engine.cli import (
         curriculum,
+        drift,
         export,
         patterns,
         query,
@@ -52,7 +53,7 @@ def _add_commands() -> None:
     )
 
     for module in (store_commands, tasks, rollout, query, signals, patterns, summarize, synthesis, curriculum,
-                   export, run):
+                   export, run, drift):
         module.register(cli)
 
 

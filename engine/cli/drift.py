@@ -1,0 +1,156 @@
+"""drift and report: how the task distribution moved across rounds, in the terminal, as files, as one HTML page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import polars as pl
+
+from coevolve_engine.cli.options import db_option, signal_options, wait_option
+from coevolve_engine.cli.output import render_table
+from coevolve_engine.drift import METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
+
+TABLES = ("summary", *METRIC_QUERIES, "weights")
+
+
+def diversity_options(command):
+    for option in reversed((
+        click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="SR@k: the nearest neighbours of each task's prompt embedding."),
+        click.option("--no-diversity", is_flag=True,
+                     help="Leave out SR@k and ED_rel (no prompt is embedded)."),
+    )):
+        command = option(command)
+    return command
+
+
+def _params(threshold, w, theta, min_n, k, no_diversity) -> DriftParams:
+    return DriftParams(threshold=threshold, w=w, theta=theta, min_n=min_n, k=k, diversity=not no_diversity)
+
+
+def _analyse(db: Path, params: DriftParams, wait: float):
+    with open_for_reading(db, wait=wait) as opened:
+        report = compute_drift(opened.store, params, label=db.stem)
+    if opened.note:
+        report.notes.insert(0, opened.note)
+    return report
+
+
+def _transposed(frame: pl.DataFrame) -> pl.DataFrame:
+    """Metrics as rows and rounds as columns: readable in a terminal however many metrics there are."""
+    if not frame.height:
+        return frame
+    headers = [f"round {r}" for r in frame["round"].to_list()]
+    body = frame.drop("round")
+    columns = {header: [_fmt(v) for v in body.row(i)] for i, header in enumerate(headers)}
+    return pl.DataFrame({"metric": body.columns, **columns})
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  coevolve-engine drift                                  one table, a column per round
+  coevolve-engine drift --table patterns --format csv    one metric's rows
+  coevolve-engine drift --compare uniform.duckdb --plots figures/
+  coevolve-engine drift --sql                            the SQL of every table (recompute with query)"""
+)
+@signal_options
+@diversity_options
+@click.option("--table", "table_", type=click.Choice(TABLES), default="summary", show_default=True,
+              help="What to print: the per-round summary, or one metric's full table.")
+@click.option("--format", "format_", type=click.Choice(("table", "json", "csv")), default="table",
+              show_default=True, help="Output format.")
+@click.option("--compare", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Another run's store: its rounds side by side with this one's.")
+@click.option("--plots", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write PNG figures to this folder (needs the report extra: matplotlib).")
+@click.option("--sql", "show_sql", is_flag=True, help="Print the query behind every table and exit.")
+@db_option
+@wait_option
+def drift(threshold, w, theta, min_n, k, no_diversity, table_, format_, compare, plots, show_sql, db: Path,
+          wait: float) -> None:
+    """How the task distribution drifted, round by round, from the store alone (opened read-only).
+
+    Per round: the Jensen-Shannon divergence of the weights from the previous and the first round, the task
+    set's size, new and synthesized tasks, flagged rollouts per signal, failure patterns, task success
+    rates, and the prompts' diversity (SR@k, ED_rel to the previous round). README's "Drift" section
+    defines each one.
+    """
+    if show_sql:
+        from coevolve_engine.drift import JS_SQL
+
+        for name, sql in {**METRIC_QUERIES, "weights ($round against $prev)": JS_SQL}.items():
+            click.echo(f"-- {name}\n{sql.strip()};\n")
+        return
+    params = _params(threshold, w, theta, min_n, k, no_diversity)
+    reports = [_analyse(db, params, wait)]
+    if compare is not None:
+        reports.append(_analyse(compare, params, wait))
+    for report in reports:
+        for note in report.notes:
+            click.echo(f"note ({report.label}): {note}", err=True)
+    if table_ == "summary":
+        frame = compare_or_summary(reports)
+    else:
+        frames = [r.tables.get(table_, pl.DataFrame()).with_columns(pl.lit(r.label).alias("run"))
+                  for r in reports]
+        frame = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0].drop("run")
+    if format_ == "json":
+        click.echo(json.dumps(frame.to_dicts(), indent=2, default=str))
+    elif format_ == "csv":
+        flat = frame.with_columns(pl.col(c).list.join(";") for c, t in frame.schema.items() if t == pl.List(pl.String))
+        click.echo(flat.write_csv(), nl=False)
+    else:
+        shown = _transposed(frame) if table_ == "summary" else frame
+        click.echo(render_table(shown) if frame.height else "(no rounds: the store has no weights, patterns, "
+                                                            "candidates or trajectories yet)")
+    if plots is not None:
+        from coevolve_engine.drift.plots import write_figures
+
+        for path in write_figures(reports, plots):
+            click.echo(f"wrote {path}", err=True)
+
+
+def compare_or_summary(reports) -> pl.DataFrame:
+    return compare(reports[0], reports[1]) if len(reports) > 1 else reports[0].summary
+
+
+@click.command(epilog="""\b
+Example:
+  coevolve-engine report --out report.html --db runs/coevolve.duckdb""")
+@signal_options
+@diversity_options
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
+              show_default=True, help="The HTML file to write.")
+@click.option("--title", default=None, help="The page title (default: the store's file name).")
+@click.option("--top-patterns", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Failure patterns shown with their summaries and example trajectories.")
+@db_option
+@wait_option
+def report(threshold, w, theta, min_n, k, no_diversity, out: Path, title, top_patterns, db: Path,
+           wait: float) -> None:
+    """Write one self-contained HTML page about the run (figures embedded, nothing loaded from the network)."""
+    from coevolve_engine.report import build_report
+
+    params = _params(threshold, w, theta, min_n, k, no_diversity)
+    with open_for_reading(db, wait=wait) as opened:
+        page = build_report(opened.store, params, title=title or f"coevolve-engine report: {db.name}",
+                            label=db.stem, notes=[opened.note] if opened.note else [],
+                            top_patterns=top_patterns)
+    out.write_text(page, encoding="utf-8")
+    click.echo(f"wrote {out} ({len(page.encode()) // 1024} KiB)")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(drift)
+    group.add_command(report)

@@ -1,0 +1,179 @@
+"""Figures of drift reports (PNG), drawn with matplotlib's Agg backend: no display, no network.
+
+matplotlib is an optional dependency (the ``report`` extra) and is imported only when a figure is drawn.
+Each figure takes one report, or two side by side (``--compare``): lines of both runs share the axes.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import polars as pl
+
+from coevolve_engine.drift.metrics import DriftReport
+from coevolve_engine.errors import CoevolveError
+
+FIGURES = ("distribution", "signals", "patterns", "success", "diversity")
+_SIGNALS = ("forgetting", "boundary", "rare")
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise CoevolveError("figures need matplotlib, from the report extra: pip install 'coevolve-engine[report]'"
+                            ) from exc
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _rounds(report: DriftReport) -> list[int]:
+    return report["rounds"]["round"].to_list()
+
+
+def distribution(reports: list[DriftReport]):
+    """Per run: each task's sampling probability per round (a heat map), and the Jensen-Shannon divergences."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, len(reports), figsize=(6 * len(reports), 7), squeeze=False)
+    for column, report in enumerate(reports):
+        heat, js = axes[0][column], axes[1][column]
+        sets = report.tables.get("task_sets")
+        weights = report["weights"]
+        if sets is not None and sets.height and sets["probability"].drop_nulls().len():
+            grid = (sets.filter(pl.col("probability").is_not_null())
+                    .pivot(on="round", index="task_id", values="probability").fill_null(0.0).sort("task_id"))
+            columns = sorted((c for c in grid.columns if c != "task_id"), key=int)
+            image = heat.imshow(grid.select(columns).to_numpy(), aspect="auto", interpolation="nearest", cmap="viridis")
+            heat.set_xticks(range(len(columns)), columns)
+            if grid.height <= 30:
+                heat.set_yticks(range(grid.height), grid["task_id"].to_list(), fontsize=7)
+            fig.colorbar(image, ax=heat, label="probability")
+        else:
+            heat.text(0.5, 0.5, "no weight sets", ha="center", va="center")
+        heat.set_title(f"{report.label}: task distribution")
+        heat.set_xlabel("round")
+        if weights.height:
+            js.plot(weights["round"], weights["js_previous"], marker="o", label="JS from previous round")
+            js.plot(weights["round"], weights["js_round0"], marker="s", label="JS from first round")
+            js.set_xticks(weights["round"].to_list())
+            js.legend()
+        js.set_xlabel("round")
+        js.set_ylabel("Jensen-Shannon divergence (bits)")
+    fig.tight_layout()
+    return fig
+
+
+def signals(reports: list[DriftReport]):
+    """Flagged rollouts per signal per round (bars), one panel per run."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 4), squeeze=False)
+    for ax, report in zip(axes[0], reports):
+        frame = report["signals"]
+        rounds = frame["round"].to_list()
+        width = 0.8 / len(_SIGNALS)
+        for i, signal in enumerate(_SIGNALS):
+            ax.bar([r + (i - 1) * width for r in rounds], frame[signal].to_list(), width, label=signal)
+        ax.set_xticks(rounds)
+        ax.set_title(f"{report.label}: flagged rollouts by signal")
+        ax.set_xlabel("round")
+        ax.set_ylabel("rollouts")
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def patterns(reports: list[DriftReport], top: int = 8):
+    """Each pattern lineage's share of its round (stacked bars; lineages beyond the top ``top`` as 'other')."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(reports), figsize=(7 * len(reports), 4.5), squeeze=False)
+    for ax, report in zip(axes[0], reports):
+        frame = report["patterns"].filter(pl.col("size") > 0)
+        if not frame.height:
+            ax.text(0.5, 0.5, "no failure patterns", ha="center", va="center")
+        else:
+            leading = (frame.group_by("lineage").agg(pl.col("share").sum()).sort(["share", "lineage"],
+                       descending=[True, False]).head(top)["lineage"].to_list())
+            frame = frame.with_columns(pl.when(pl.col("lineage").is_in(leading)).then(pl.col("lineage"))
+                                       .otherwise(pl.lit("other")).alias("lineage"))
+            rounds = sorted(frame["round"].unique().to_list())
+            bottom = [0.0] * len(rounds)
+            for lineage in leading + (["other"] if "other" in frame["lineage"].to_list() else []):
+                shares = [frame.filter((pl.col("round") == r) & (pl.col("lineage") == lineage))["share"].sum()
+                          for r in rounds]
+                ax.bar(rounds, shares, bottom=bottom, label=lineage)
+                bottom = [b + s for b, s in zip(bottom, shares)]
+            ax.set_xticks(rounds)
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
+        ax.set_title(f"{report.label}: failure pattern shares")
+        ax.set_xlabel("round")
+        ax.set_ylabel("share of the round's pattern members")
+    fig.tight_layout()
+    return fig
+
+
+def success(reports: list[DriftReport]):
+    """Success rate against training step (every run on one axes), round boundaries dashed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for report in reports:
+        steps = report["steps"]
+        ax.plot(steps["step"], steps["success_rate"], marker=".", label=report.label)
+    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+        ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("success rate")
+    ax.set_title("success against step (dashed: round boundaries)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def diversity(reports: list[DriftReport]):
+    """SR@k (self-redundancy, lower is more diverse) and ED_rel to the previous round, per round."""
+    plt = _pyplot()
+    fig, (sr, ed) = plt.subplots(1, 2, figsize=(10, 4))
+    for report in reports:
+        frame = report.tables.get("diversity")
+        if frame is None:
+            continue
+        sr.plot(frame["round"], frame["sr_at_k"], marker="o", label=report.label)
+        ed.plot(frame["round"], frame["ed_rel"], marker="o", label=report.label)
+    sr.set_title(f"SR@{reports[0].params.k} of task prompts (lower: more diverse)")
+    ed.set_title("ED_rel of each round's task set to the previous round's")
+    for ax in (sr, ed):
+        ax.set_xticks(reports[0]["rounds"]["round"].to_list())
+        ax.set_xlabel("round")
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+_DRAW = {"distribution": distribution, "signals": signals, "patterns": patterns, "success": success,
+         "diversity": diversity}
+
+
+def figure_png(name: str, reports: list[DriftReport]) -> bytes:
+    """Figure ``name`` (one of FIGURES) as PNG bytes."""
+    plt = _pyplot()
+    fig = _DRAW[name](reports)
+    try:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=90)
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def write_figures(reports: list[DriftReport], folder: Path) -> list[Path]:
+    """Every figure as ``folder/<name>.png``; returns the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in FIGURES:
+        path = folder / f"{name}.png"
+        path.write_bytes(figure_png(name, reports))
+        written.append(path)
+    return written
