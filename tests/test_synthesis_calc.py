@@ -179,7 +179,7 @@ def test_rare_moves_twice_towards_what_the_store_lacks(pattern_db, patterns):
     assert len(made) == 20
     assert all(len(c.provenance["moves"]) == 2 for c in made)
     skills = [c.spec["skill"] for c in made]
-    # the store holds only seed tasks (add/sub, 1 call, small, no distractors): moves go where it has none
+    # the store holds only seed tasks (1-2 calls, small, no distractors): moves go where it has none
     novel = sum(1 for s in skills if "mul" in s["tools"] or s["calls"] > 1 or s["operands"] == "large"
                 or s["distractors"] > 0)
     assert novel >= 16

@@ -12,7 +12,14 @@ from environment_contract import EnvironmentContract
 from coevolve_engine.adapters.environments import ENVIRONMENTS, load_environment
 from coevolve_engine.adapters.environments.base import SpecError, ToolCall, replay
 from coevolve_engine.adapters.environments.calc import CalcEnvironment, skill_of
-from coevolve_engine.adapters.environments.calc.tasks import SEED_SPACE, Cell, make_spec, numbers_in
+from coevolve_engine.adapters.environments.calc.tasks import (
+    SEED_SPACE,
+    Cell,
+    SkillSpace,
+    generate,
+    make_spec,
+    numbers_in,
+)
 
 
 @pytest.fixture(scope="module")
@@ -99,16 +106,17 @@ def test_splits_are_deterministic_and_sized(calc, seed_tasks, test_tasks):
         next(calc.load_tasks(kind="x"))
     with pytest.raises(ValueError, match="known: seed, test, full"):
         next(calc.load_tasks(category="multi_turn_base"))
-    with pytest.raises(ValueError, match="fewer than"):
-        next(calc.load_tasks(split="seed", n=5000))
+    with pytest.raises(ValueError, match="fewer than"):  # one add of 1..9 to 1..9: 81 distinct tasks
+        generate(SkillSpace(tools=("add",), calls=(1,), operands=("small",), distractors=(0,), forms=("steps",)),
+                 100, 0)
 
 
 def test_the_seed_split_covers_part_of_the_skill_space_and_the_test_split_all(seed_tasks, test_tasks):
     def values(tasks, key):
         return Counter(t["spec"]["skill"][key] for t in tasks)
 
-    assert set(values(seed_tasks, "tools")) == {"add", "sub"}
-    assert set(values(seed_tasks, "calls")) == {1}
+    assert set(values(seed_tasks, "tools")) == {"add", "sub", "mul", "add,sub", "add,mul", "sub,mul"}
+    assert set(values(seed_tasks, "calls")) == {1, 2}
     assert set(values(seed_tasks, "operands")) == {"small"}
     assert set(values(seed_tasks, "distractors")) == {0}
     assert set(values(seed_tasks, "form")) == {"steps", "goal"}
@@ -166,7 +174,7 @@ def test_prompts_read_as_intended():
     assert goal["prompt"].endswith(f"Subtract a number so x is {goal['target']}.")
     hidden = goal["steps"][0]["n"]
     assert hidden not in numbers_in(goal["prompt"]) or hidden in (goal["start"], goal["target"])
-    assert goal["skill"]["distractors"] == 1 and SEED_SPACE.calls == (1,)
+    assert goal["skill"]["distractors"] == 1 and SEED_SPACE.calls == (1, 2)
 
 
 # --- episodes and scoring ---------------------------------------------------------------------------------

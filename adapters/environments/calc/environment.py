@@ -144,7 +144,8 @@ class CalcEnvironment(Environment):
                    **options: Any) -> Iterator[dict[str, Any]]:
         """Task records of a split, deterministic in ``seed``.
 
-        ``seed`` (the default; n=200, seed 0): one call of add or sub, small operands, no distractors, both forms.
+        ``seed`` (the default; n=200, seed 0): one or two calls of any tool, small operands, no distractors, both
+        forms.
         ``test`` (n=300, seed 20261130): the held-out set, balanced over every skill value.
         ``full`` (n=200, seed 0): drawn like ``test`` but from ``seed``, for curriculum benchmarks.
         Neither ``seed`` nor ``full`` shares a prompt with the test set of seed 20261130. ``category`` and
