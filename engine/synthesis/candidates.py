@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
@@ -210,6 +211,19 @@ class Synthesizer(ABC):
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
                 seed: int) -> list[Candidate]:
         """At most ``max_candidates`` new candidates for ``patterns``; reads the store, never writes it."""
+
+
+def quotas(sizes: list[int], total: int) -> list[int]:
+    """``total`` candidates shared among patterns in proportion to their ``sizes`` (largest remainders first,
+    ties to the earlier pattern); how the offline synthesizers divide ``max_candidates``."""
+    if not sizes or total <= 0:
+        return [0] * len(sizes)
+    weight = sum(max(size, 1) for size in sizes)
+    shares = [total * max(size, 1) / weight for size in sizes]
+    parts = [math.floor(share) for share in shares]
+    for index in sorted(range(len(sizes)), key=lambda i: (parts[i] - shares[i], i))[: total - sum(parts)]:
+        parts[index] += 1
+    return parts
 
 
 def load_synthesizer(name: str, **options: Any) -> Synthesizer:

@@ -27,7 +27,7 @@ from coevolve_engine.adapters.environments.bfcl import literal_edits as literals
 from coevolve_engine.adapters.environments.bfcl import task_edits as edits
 from coevolve_engine.adapters.environments.bfcl.shipped import is_stateless
 from coevolve_engine.adapters.environments.bfcl.specs import ENV_NAME, check_structure, first_user_message
-from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer, spec_hash
+from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer, quotas, spec_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.store import Store
@@ -60,10 +60,10 @@ class OfflineBFCLSynthesizer(Synthesizer):
         run = _Run(self, pool, seed)
         plans = [(pattern, sound) for pattern in patterns
                  if (sound := [(tid, spec) for tid, spec in _seeds(pattern) if run.sound(tid, spec)])]
-        quotas = _quotas([pattern.size for pattern, _ in plans], max_candidates)
+        shares = quotas([pattern.size for pattern, _ in plans], max_candidates)
         made: list[Candidate] = []
         attempt = {pattern.pattern_id: 0 for pattern, _ in plans}
-        for (pattern, seeds), quota in zip(plans, quotas):
+        for (pattern, seeds), quota in zip(plans, shares):
             made += run.fill(pattern, seeds, quota, attempt)
         while len(made) < max_candidates:  # what one pattern could not fill, the others share
             before = len(made)
@@ -98,18 +98,6 @@ def _seeds(pattern: FailurePattern) -> list[tuple[str, Spec]]:
                 and not check_structure(spec):
             seeds.append((task_id, spec))
     return seeds
-
-
-def _quotas(sizes: list[int], total: int) -> list[int]:
-    """``total`` split in proportion to ``sizes`` (largest remainders first, ties to the earlier)."""
-    if not sizes or total <= 0:
-        return [0] * len(sizes)
-    weight = sum(max(size, 1) for size in sizes)
-    shares = [total * max(size, 1) / weight for size in sizes]
-    quotas = [math.floor(share) for share in shares]
-    for index in sorted(range(len(sizes)), key=lambda i: (quotas[i] - shares[i], i))[: total - sum(quotas)]:
-        quotas[index] += 1
-    return quotas
 
 
 class _Run:

@@ -20,7 +20,6 @@ calc task in the store nor of an earlier candidate. Everything is drawn from
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Sequence
@@ -32,7 +31,7 @@ from coevolve_engine.adapters.environments.calc.tasks import (
     check_spec,
     make_spec,
 )
-from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer, spec_hash
+from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer, quotas, spec_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.store import Store
@@ -100,7 +99,7 @@ class OfflineCalcSynthesizer(Synthesizer):
         run = _Run(pool, seed, self.attempts)
         plans = [(pattern, seeds) for pattern in patterns if (seeds := _seeds(pattern))]
         made: list[Candidate] = []
-        for (pattern, seeds), quota in zip(plans, _quotas([p.size for p, _ in plans], max_candidates)):
+        for (pattern, seeds), quota in zip(plans, quotas([p.size for p, _ in plans], max_candidates)):
             made += run.fill(pattern, seeds, quota)
         while len(made) < max_candidates:  # what one pattern could not fill, the others share
             before = len(made)
@@ -128,18 +127,6 @@ def _seeds(pattern: FailurePattern) -> list[tuple[str, dict[str, Any]]]:
                 and not check_spec(spec):
             seeds.append((task_id, spec))
     return seeds
-
-
-def _quotas(sizes: list[int], total: int) -> list[int]:
-    """``total`` split in proportion to ``sizes`` (largest remainders first, ties to the earlier)."""
-    if not sizes or total <= 0:
-        return [0] * len(sizes)
-    weight = sum(max(size, 1) for size in sizes)
-    shares = [total * max(size, 1) / weight for size in sizes]
-    quotas = [math.floor(share) for share in shares]
-    for index in sorted(range(len(sizes)), key=lambda i: (quotas[i] - shares[i], i))[: total - sum(quotas)]:
-        quotas[index] += 1
-    return quotas
 
 
 class _Run:
