@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 SELECT_TASKS_SQL = """
 SELECT task_id, spec
 FROM tasks
-WHERE env = $env
+WHERE env = $env AND split = 'train'
   AND ($category IS NULL OR spec->>'category' = $category)
   AND (len($task_ids) = 0 OR list_contains($task_ids, task_id))
 ORDER BY md5(task_id || ':' || CAST($seed AS VARCHAR))
@@ -38,7 +38,8 @@ SELECT DISTINCT task_id FROM trajectories WHERE step = $step AND list_contains($
 
 def select_tasks(store: Store, env: str, *, category: str | None = None, task_ids: list[str] | None = None,
                  n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """Tasks of ``env`` from the store, in a seeded random order, at most ``n``."""
+    """Training tasks of ``env`` from the store, in a seeded random order, at most ``n``. Eval tasks (split
+    'eval') are never selected: their rollouts would enter the signals and the synthesis."""
     import json
 
     rows = store.execute(SELECT_TASKS_SQL, {

@@ -114,8 +114,9 @@ def rows(db: Path, sql: str) -> list[tuple]:
 
 def test_every_phase_of_both_rounds_finished_once(straight):
     phases = rows(straight, "SELECT round, phase, status, attempts FROM run_phases ORDER BY round, started_at")
-    expected = [(0, p) for p in ("weights", "warmup", "train", "signals", "patterns", "synthesize", "validate")]
-    expected += [(1, p) for p in ("weights", "train", "signals", "patterns", "synthesize", "validate")]
+    expected = [(0, p) for p in ("weights", "warmup", "train", "eval", "signals", "patterns", "synthesize",
+                                 "validate")]
+    expected += [(1, p) for p in ("weights", "train", "eval", "signals", "patterns", "synthesize", "validate")]
     assert [(r, p) for r, p, *_ in phases] == expected
     assert {(status, attempts) for *_, status, attempts in phases} == {("finished", 1)}
     assert rows(straight, "SELECT round, status FROM rounds ORDER BY round") == [(0, "finished"), (1, "finished")]
@@ -165,6 +166,22 @@ def test_new_tasks_from_round_0_are_drawn_in_round_1_and_the_weights_say_why_the
     assert changed > 0
 
 
+def test_the_figures_the_run_printed_are_recomputed_from_the_tables(straight):
+    """run_phases.outputs holds what each phase printed; the run_rounds view recomputes them from the data."""
+    printed = {(r, p): json.loads(o) for r, p, o in rows(straight, "SELECT round, phase, outputs FROM run_phases")}
+    for round_, rollouts, success, forgetting, boundary, rare, patterns, candidates, accepted in rows(
+            straight, "SELECT round, rollouts, train_success, forgetting, boundary, rare, patterns, candidates, "
+                      "accepted FROM run_rounds ORDER BY round"):
+        signals = printed[(round_, "signals")]
+        assert (rollouts, round(success, 4)) == (signals["rollouts"], signals["success_rate"])
+        assert round(success, 4) == printed[(round_, "train")]["success_rate"]
+        flagged = {s: v["trajectories"] for s, v in signals["by_signal"].items()}
+        assert (forgetting, boundary, rare) == tuple(flagged.get(s, 0) for s in ("forgetting", "boundary", "rare"))
+        assert patterns == printed[(round_, "patterns")]["patterns"]
+        assert (candidates, accepted) == (printed[(round_, "validate")]["candidates"],
+                                          printed[(round_, "validate")]["accepted"])
+
+
 def test_a_finished_run_has_nothing_to_do_and_more_rounds_extend_it(straight, prepared):
     from coevolve_engine.loop import RunLoop, load_config
 
@@ -174,7 +191,7 @@ def test_a_finished_run_has_nothing_to_do_and_more_rounds_extend_it(straight, pr
     assert result.exit_code == 0 and "nothing to do" in result.output
     assert rows(straight, "SELECT count(*) FROM trajectories") == before
     more = RunLoop(straight, load_config(config_path, ["rounds=3"]))
-    assert more.remaining() == [(2, p) for p in ("weights", "train", "signals", "patterns", "synthesize",
+    assert more.remaining() == [(2, p) for p in ("weights", "train", "eval", "signals", "patterns", "synthesize",
                                                  "validate")]
 
 

@@ -70,3 +70,19 @@ def test_an_evaluation_is_stored_per_task_and_found_again_by_what_decides_it(sto
         [("e1", True, "ok"), ("e2", False, "wrong value")]
     record_evaluation(store, policy="/ckpt/a", env="calc", settings=settings, results=results)  # again: replaced
     assert store.scalar("SELECT count(*) FROM eval_results") == 2
+
+
+def test_rollouts_never_play_eval_tasks(db_path):
+    """Rollouts feed the signals and the synthesis, so a held-out task must never be rolled out for training."""
+    from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.rollouts import run_rollout_job
+
+    calc = load_environment("calc")
+    with Store(db_path) as store:
+        store.add_records("tasks", list(calc.load_tasks(split="seed", n=3)))
+        store.add_records("tasks", [{**t, "split": "eval"} for t in calc.load_tasks(split="test", n=3)])
+    summary = run_rollout_job(db_path, calc, "calc", ReferenceAgent(), k=1, step=0, concurrency=1)
+    assert summary.rollouts == 3
+    with Store(db_path, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM trajectories JOIN tasks USING (task_id) WHERE split = 'eval'") == 0

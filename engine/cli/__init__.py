@@ -39,6 +39,7 @@ def cli() -> None:
 def _add_commands() -> None:
     from coevolve_engine.cli import (
         curriculum,
+        demo,
         drift,
         export,
         patterns,
@@ -53,7 +54,7 @@ def _add_commands() -> None:
     )
 
     for module in (store_commands, tasks, rollout, query, signals, patterns, summarize, synthesis, curriculum,
-                   export, run, drift):
+                   export, run, drift, demo):
         module.register(cli)
 
 

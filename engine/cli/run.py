@@ -58,13 +58,14 @@ Watch it from another shell (the store is free between units of work):
 @wait_option
 def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, db: Path,
         wait: float) -> None:
-    """Co-evolve the policy and its tasks: rounds of train, signals, patterns, synthesize, validate, weights.
+    """Co-evolve the policy and its tasks: rounds of weights, train, eval, signals, patterns, synthesize, validate.
 
     \b
     Each round R:
       weights     the task distribution round R trains on (curriculum.strategy), from the store
       warmup      (round 0, if warmup.steps > 0) SFT of the policy on the store's successful rollouts
       train       F = trainer.steps_per_round steps; every rollout is written to the store with its step
+      eval        (every eval.every rounds) the new checkpoint, greedy, on the store's eval tasks
       signals     forgetting, boundary and rare flags over the round's steps, counted
       patterns    the round's flagged rollouts clustered into failure patterns
       synthesize  candidate tasks proposed around each pattern
@@ -92,11 +93,20 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     loop = RunLoop(db, config, wait=wait, echo=lambda line: click.echo(line))
     report = loop.run()
     if report.done:
+        from coevolve_engine.cli.output import render_table
+        from coevolve_engine.loop.run import rounds_table
+        from coevolve_engine.store import Store
+
+        with Store(db, read_only=True, wait=wait) as store:
+            table = rounds_table(store, config)
         click.echo(f"\n{report.rounds} of {config.rounds} rounds finished in {db} ({len(report.done)} phases run now, "
-                   f"{report.skipped} already done).")
+                   f"{report.skipped} already done):")
+        click.echo(render_table(table))
         click.echo("Look at them:\n"
                    f"  coevolve-engine query --db {db} \"select round, phase, attempts, round(seconds, 1) AS s, "
                    "outputs from run_phases order by round, started_at\"\n"
+                   f"  coevolve-engine query --db {db} \"select * from run_rounds\"   (the table above, default signal "
+                   "constants; run_rounds_with(...) takes the run's)\n"
                    f"  coevolve-engine query --db {db} \"select round, strategy, reason from weight_sets\"\n"
                    f"  coevolve-engine candidates --db {db} --verdict accepted")
 

@@ -101,6 +101,18 @@ class ValidationConfig:
 
 
 @dataclass
+class EvalConfig:
+    every: int = setting(1, "Evaluate the policy on the store's eval tasks (split 'eval') after every EVERY-th "
+                            "round's training, and the starting policy before round 0's; 0: never.")
+    max_tasks: int = setting(0, "Evaluate on at most this many eval tasks (the same seeded subset every time); "
+                                "0: all of them.")
+    max_new_tokens: int = setting(64, "Tokens the policy may write per model turn when evaluated (greedy decoding).")
+    max_turns: int = setting(4, "Model turns per eval task: while the policy calls tools, their results are "
+                                "appended and it answers again, up to this many times (like the trainer's tool "
+                                "loop).")
+
+
+@dataclass
 class CurriculumConfig:
     strategy: str = setting("coevolve", "How each round's task weights are computed: coevolve, uniform, plr, "
                                         "dapo-filter, or a plugin's name.")
@@ -120,6 +132,7 @@ class RunConfig:
     synthesis: SynthesisConfig = section(SynthesisConfig, "Proposing new tasks around each failure pattern.")
     validation: ValidationConfig = section(ValidationConfig, "Which candidates become tasks.")
     curriculum: CurriculumConfig = section(CurriculumConfig, "How the task distribution moves between rounds.")
+    eval: EvalConfig = section(EvalConfig, "Held-out evaluation of the policy across rounds.")
 
     def check(self) -> None:
         """Refuse values no run could use, naming the key."""
@@ -130,8 +143,14 @@ class RunConfig:
         for key, value in positive.items():
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
-        if self.warmup.steps < 0:
-            raise ConfigError(f"warmup.steps must be >= 0, got {self.warmup.steps}")
+        for key, value in {"warmup.steps": self.warmup.steps, "eval.every": self.eval.every,
+                           "eval.max_tasks": self.eval.max_tasks}.items():
+            if value < 0:
+                raise ConfigError(f"{key} must be >= 0, got {value}")
+        for key, value in {"eval.max_new_tokens": self.eval.max_new_tokens,
+                           "eval.max_turns": self.eval.max_turns}.items():
+            if value < 1:
+                raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value in {"signals.threshold": self.signals.threshold,
                            "validation.max_success_rate": self.validation.max_success_rate}.items():
             if not 0.0 <= value <= 1.0:

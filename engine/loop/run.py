@@ -1,10 +1,12 @@
-"""The co-evolution loop: rounds of train -> signals -> patterns -> synthesize -> validate -> new weights.
+"""The co-evolution loop: rounds of train -> eval -> signals -> patterns -> synthesize -> validate -> new weights.
 
 Round R runs these phases, in order (``warmup`` only in round 0, and only when configured):
 
     weights     the task weights round R trains on (weight set R), from everything the store holds
     warmup      supervised fine-tuning of the starting policy on the store's successful trajectories
     train       F optimizer steps of the trainer, drawing GRPO groups by weight; every rollout goes to the store
+    eval        the round's checkpoint (and in round 0 the starting policy) on the store's eval tasks, greedy;
+                results in evaluations / eval_results (every ``eval.every`` rounds; skipped without eval tasks)
     signals     what was flagged over the round's steps (forgetting, boundary, rare), counted
     patterns    the flagged trajectories of the round's steps clustered into failure patterns (round R)
     synthesize  candidate tasks proposed around each pattern, stored as pending
@@ -33,7 +35,7 @@ from coevolve_engine.loop.config import ConfigError, RunConfig, differences
 from coevolve_engine.loop.train_round import train_round
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
-PHASES = ("weights", "warmup", "train", "signals", "patterns", "synthesize", "validate")
+PHASES = ("weights", "warmup", "train", "eval", "signals", "patterns", "synthesize", "validate")
 
 ROUND_SIGNALS_SQL = """
 SELECT signal, count(DISTINCT trajectory_id) AS trajectories, count(DISTINCT task_id) AS tasks
@@ -90,7 +92,10 @@ class RunLoop:
     # -- the plan ------------------------------------------------------------------------------------------
 
     def phases(self, round_: int) -> list[str]:
-        return [p for p in PHASES if p != "warmup" or (round_ == 0 and self.config.warmup.steps > 0)]
+        every = self.config.eval.every
+        wanted = {"warmup": round_ == 0 and self.config.warmup.steps > 0,
+                  "eval": every > 0 and (round_ + 1) % every == 0}
+        return [p for p in PHASES if wanted.get(p, True)]
 
     def _store(self, read_only: bool = False) -> Store:
         return Store(self.db, read_only=read_only, create=False, wait=self.wait)
@@ -326,6 +331,47 @@ class RunLoop:
             return None
         return json.loads(result_path(spec_path).read_text(encoding="utf-8"))
 
+    def _phase_eval(self, round_: int, label: str) -> dict[str, Any]:
+        """The round's checkpoint on the eval tasks (and, in round 0, the policy it started from)."""
+        from coevolve_engine.evaluations import eval_tasks
+
+        c = self.config
+        with self._store(read_only=True) as store:
+            tasks = eval_tasks(store, c.env, limit=c.eval.max_tasks or None, seed=c.seed)
+            row = self._round(store, round_)
+        if not tasks:
+            return {"skipped": f"no {c.env} eval tasks (import some with --split eval)"}
+        first, last = self._round_steps(round_)
+        outputs: dict[str, Any] = {"tasks": len(tasks)}
+        if round_ == 0:
+            start = self._evaluate(row["policy"], tasks, None, "start", first - 1, label)
+            outputs.update(start_eval_id=start.eval_id, start_success_rate=round(start.success_rate, 4))
+        done = self._evaluate(row["checkpoint"], tasks, round_, f"round {round_}", last, label)
+        outputs.update(eval_id=done.eval_id, success_rate=round(done.success_rate, 4))
+        return outputs
+
+    def _evaluate(self, policy: str, tasks: list[dict[str, Any]], round_: int | None, name: str, step: int,
+                  label: str):
+        from coevolve_engine.evaluate import evaluate_policy
+        from coevolve_engine.evaluations import TaskResult, eval_id, find_evaluation, record_evaluation
+
+        c = self.config
+        settings = {"decoding": "greedy", "max_new_tokens": c.eval.max_new_tokens, "max_turns": c.eval.max_turns}
+        identifier = eval_id(policy, c.env, [t["task_id"] for t in tasks], settings)
+        with self._store(read_only=True) as store:
+            stored = find_evaluation(store, identifier)
+        if stored is not None:
+            self.echo(f"{label} {name}: {stored.successes}/{stored.tasks} (stored evaluation {identifier})")
+            return stored
+        self.echo(f"{label} evaluating {name} on {len(tasks)} eval tasks")
+        results = [TaskResult(task_id, reward, success) for task_id, reward, success in evaluate_policy(
+            policy, self.environment, tasks, max_new_tokens=c.eval.max_new_tokens, max_turns=c.eval.max_turns)]
+        with self._store() as store:
+            evaluation = record_evaluation(store, policy=policy, env=c.env, settings=settings, results=results,
+                                           round=round_, label=name, step=step)
+        self.echo(f"{label} {name}: {evaluation.successes}/{evaluation.tasks} solved")
+        return evaluation
+
     def _phase_signals(self, round_: int, label: str) -> dict[str, Any]:
         from coevolve_engine.snapshot import signal_snapshot
 
@@ -424,6 +470,19 @@ class RunLoop:
                 "rejected": {reason: n for verdict, reason, n in rows if verdict == "rejected"}}
 
 
+ROUNDS_SQL = """
+SELECT round, status, first_step || '..' || last_step AS steps, rollouts, round(train_success, 3) AS train_success,
+       round(start_eval, 3) AS start_eval, round(eval_success, 3) AS eval_success, forgetting, boundary, rare,
+       patterns, accepted || '/' || candidates AS accepted, train_tasks
+FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+"""
+
+
+def rounds_table(store: Store, config: RunConfig):
+    """One row per round of the run, from the run_rounds_with macro at the run's signal constants."""
+    return store.sql(ROUNDS_SQL, config.signal_params().bind())
+
+
 def _round_totals(store: Store, config: RunConfig, first: int, last: int) -> dict[str, Any]:
     params = config.signal_params()
     cursor = store.execute(ROUND_TOTALS_SQL, {**params.bind(), "first": first, "last": last})
@@ -451,6 +510,11 @@ def describe(phase: str, o: dict[str, Any]) -> str:
     if phase == "train":
         return (f"steps {o['first_step']}..{o['last_step']}, {o['groups']} groups, {o['rollouts']} rollouts, "
                 f"success {_pct(o['success_rate'])} -> {o['checkpoint']}")
+    if phase == "eval":
+        if o.get("skipped"):
+            return o["skipped"]
+        start = f"start {_pct(o['start_success_rate'])} -> " if "start_success_rate" in o else ""
+        return f"held-out success {start}{_pct(o['success_rate'])} on {o['tasks']} eval tasks"
     if phase == "signals":
         flagged = ", ".join(f"{s} {v['trajectories']}" for s, v in o["by_signal"].items()) or "nothing"
         return f"{o['rollouts']} rollouts, success {_pct(o['success_rate'])}; flagged: {flagged}"

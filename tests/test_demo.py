@@ -1,0 +1,70 @@
+"""`coevolve-engine demo --quick`: the whole loop offline on calc with a tiny policy, checked in the store."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from coevolve_engine.cli import cli  # noqa: E402
+from coevolve_engine.store import Store  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("demo")
+    result = CliRunner().invoke(cli, ["demo", "--quick", "--dir", str(folder)])
+    assert result.exit_code == 0, result.output
+    return folder, result.output
+
+
+def rows(folder, sql):
+    with Store(folder / "demo.duckdb", read_only=True) as store:
+        return store.execute(sql).fetchall()
+
+
+def test_two_rounds_finish_and_the_table_is_printed(demo):
+    folder, output = demo
+    assert rows(folder, "SELECT round, status FROM rounds ORDER BY round") == [(0, "finished"), (1, "finished")]
+    assert "Round by round" in output and f"coevolve-engine drift --db {folder / 'demo.duckdb'}" in output
+    assert (folder / "run.toml").exists() and (folder / "policy" / "model.safetensors").exists()
+
+
+def test_held_out_tasks_are_evaluated_every_round_and_never_trained_on(demo):
+    folder, _ = demo
+    evaluations = rows(folder, "SELECT label, tasks FROM evaluations ORDER BY created_at")
+    assert evaluations == [("start", 20), ("round 0", 20), ("round 1", 20)]
+    (held_out,), = rows(folder, "SELECT count(*) FROM tasks WHERE split = 'eval'")
+    assert held_out == 20
+    (leaked,), = rows(folder, "SELECT count(*) FROM trajectories JOIN tasks USING (task_id) WHERE split = 'eval'")
+    (weighed,), = rows(folder, "SELECT count(*) FROM task_weights JOIN tasks USING (task_id) WHERE split = 'eval'")
+    assert (leaked, weighed) == (0, 0)
+
+
+def test_what_the_demo_prints_is_a_row_of_run_rounds(demo):
+    folder, output = demo
+    for round_, eval_success, accepted, candidates in rows(
+            folder, "SELECT round, eval_success, accepted, candidates FROM run_rounds ORDER BY round"):
+        (stored,), = rows(folder, f"SELECT success_rate FROM evaluations WHERE label = 'round {round_}'")
+        assert eval_success == stored
+        assert f"| {round_}     | finished |" in output and f"| {accepted}/{candidates}" in output
+
+
+def test_synthesized_tasks_join_the_training_set_and_round_1_draws_them(demo):
+    folder, _ = demo
+    (accepted,), = rows(folder, "SELECT count(*) FROM candidates WHERE round = 0 AND verdict = 'accepted'")
+    assert accepted > 0
+    (drawn,), = rows(folder, "SELECT count(DISTINCT t.task_id) FROM trajectories t JOIN tasks k USING (task_id) "
+                             "WHERE k.source = 'synthesized' AND t.step BETWEEN 3 AND 4")
+    assert drawn > 0
+
+
+def test_running_it_again_resumes_and_finds_nothing_to_do(demo):
+    folder, _ = demo
+    before = rows(folder, "SELECT count(*) FROM trajectories")
+    result = CliRunner().invoke(cli, ["demo", "--quick", "--dir", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "nothing to do" in result.output
+    assert rows(folder, "SELECT count(*) FROM trajectories") == before
