@@ -68,10 +68,12 @@ def quiet_libraries() -> None:
     """Progress bars of model loading and saving would bury the run's own lines."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
+        from datasets.utils import logging as datasets_logging
         from transformers.utils import logging as transformers_logging
     except ImportError:  # the trainer's extra is not installed; the run says so when it needs it
         return
     transformers_logging.disable_progress_bar()
+    datasets_logging.disable_progress_bar()  # TRL's SFT dataset preparation
 
 
 def _exit_with(run_pid: int) -> None:

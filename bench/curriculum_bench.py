@@ -1,0 +1,148 @@
+"""Curriculum benchmark: the demo's loop under each curriculum strategy, the same training budget, several seeds.
+
+    HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True python bench/curriculum_bench.py --out /tmp/curriculum
+    python bench/curriculum_bench.py --out /tmp/cb --quick          # the mechanics in a minute or two
+
+Per seed, the demo's store and policy are prepared and warmed up once (coevolve_engine.demo), then each
+strategy runs `coevolve-engine run` from that warmed-up checkpoint on a copy of the store, with the demo's
+configuration and `curriculum.strategy` set. Held-out success comes from the store (the run's eval phase writes
+every round's evaluation): one row per (strategy, seed, round) with the last training step and the success.
+Prints a table of mean and spread over seeds per strategy and round, and the steps each strategy needed to
+reach uniform's final held-out success; writes results.csv, table.md and heldout.png under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+STRATEGIES = ("coevolve", "uniform", "plr", "dapo-filter")
+
+
+def warmed_base(out: Path, seed: int, quick: bool) -> tuple[Path, Path]:
+    """The seed's prepared store (tasks, demonstrations) and its warmed-up checkpoint, made once."""
+    from coevolve_engine.demo import FULL, QUICK, prepare, run_demo
+    from coevolve_engine.store import Store
+
+    base = out / f"seed-{seed}" / "base"
+    db, _ = prepare(base, QUICK if quick else FULL, seed=seed)
+    with Store(db, read_only=True) as store:
+        warmed = store.scalar("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
+                              "WHERE phase = 'warmup' AND status = 'finished'")
+    if warmed is None:  # run the demo's warm-up alone: round 0 up to its train phase is not needed
+        run_demo(base, quick=quick, rounds=1, seed=seed, overrides=("trainer.steps_per_round=1",))
+        with Store(db, read_only=True) as store:
+            warmed = store.scalar("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
+                                  "WHERE phase = 'warmup' AND status = 'finished'")
+    return db, Path(warmed)
+
+
+def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Path, quick: bool) -> list[dict]:
+    from coevolve_engine.demo import FULL, QUICK, demo_config_text
+    from coevolve_engine.loop import RunLoop, load_config
+    from coevolve_engine.store import Store
+
+    folder = out / f"seed-{seed}" / strategy
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "store.duckdb"
+    if not db.exists():  # the prepared store without the base's own run
+        shutil.copy(base_db, db)
+        with Store(db) as store, store.transaction() as con:
+            for table in ("eval_results", "evaluations", "run_phases", "rounds", "task_weights", "weight_sets",
+                          "pattern_members", "failure_patterns", "candidates"):
+                con.execute(f"DELETE FROM {table}")
+            con.execute("DELETE FROM tasks WHERE source = 'synthesized'")
+            con.execute("DELETE FROM trajectories WHERE step > 0")
+    config_path = folder / "run.toml"
+    config_path.write_text(demo_config_text(), encoding="utf-8")
+    size = QUICK if quick else FULL
+    settings = [] if strategy == "coevolve" else ["curriculum.settings={}"]
+    config = load_config(config_path, [*size.overrides, f"rounds={size.rounds}", f"seed={seed}",
+                                       f"trainer.model={warmed}", f"trainer.output_dir={folder / 'checkpoints'}",
+                                       "warmup.steps=0", f"curriculum.strategy={strategy}", *settings])
+    RunLoop(db, config, echo=lambda line: None).run()
+    with Store(db, read_only=True) as store:
+        rows = store.execute("SELECT label, step, success_rate FROM evaluations ORDER BY step, label").fetchall()
+    return [{"strategy": strategy, "seed": seed, "label": label, "step": step, "heldout": rate}
+            for label, step, rate in rows]
+
+
+def summarise(rows: list[dict]) -> tuple[list[dict], dict[str, int | None]]:
+    by: dict[tuple[str, str, int], list[float]] = {}
+    for row in rows:
+        by.setdefault((row["strategy"], row["label"], row["step"]), []).append(row["heldout"])
+    table = [{"strategy": s, "label": label, "step": step, "mean": statistics.mean(v),
+              "spread": statistics.pstdev(v) if len(v) > 1 else 0.0, "seeds": len(v)}
+             for (s, label, step), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][2]))]
+    uniform = [t for t in table if t["strategy"] == "uniform"]
+    target = uniform[-1]["mean"] if uniform else None
+    reach = {}
+    for strategy in {t["strategy"] for t in table}:
+        hits = [t["step"] for t in table if t["strategy"] == strategy and target is not None and t["mean"] >= target]
+        reach[strategy] = min(hits) if hits else None
+    return table, reach
+
+
+def plot(table: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for strategy in sorted({t["strategy"] for t in table}):
+        points = [t for t in table if t["strategy"] == strategy]
+        steps = [t["step"] for t in points]
+        means = [100 * t["mean"] for t in points]
+        spread = [100 * t["spread"] for t in points]
+        axes.plot(steps, means, marker="o", label=strategy)
+        axes.fill_between(steps, [m - s for m, s in zip(means, spread)], [m + s for m, s in zip(means, spread)],
+                          alpha=0.15)
+    axes.set_xlabel("training step")
+    axes.set_ylabel("held-out success (%)")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--quick", action="store_true", help="the demo's --quick size: checks the mechanics only")
+    args = parser.parse_args()
+
+    from coevolve_engine.loop.train_round import quiet_libraries
+
+    quiet_libraries()
+    rows: list[dict] = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        base_db, warmed = warmed_base(args.out, seed, args.quick)
+        for strategy in args.strategies.split(","):
+            started = time.perf_counter()
+            rows += run_strategy(args.out, seed, strategy, base_db, warmed, args.quick)
+            print(f"seed {seed} {strategy}: {time.perf_counter() - started:.0f} s", flush=True)
+    with (args.out / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    table, reach = summarise(rows)
+    lines = ["| strategy | evaluated | step | held-out mean | spread (sd) | seeds |", "|---|---|---|---|---|---|"]
+    lines += [f"| {t['strategy']} | {t['label']} | {t['step']} | {100 * t['mean']:.1f}% | {100 * t['spread']:.1f} | "
+              f"{t['seeds']} |" for t in table]
+    lines += ["", "Steps to reach uniform's final held-out success (mean over seeds): "
+              + ", ".join(f"{s} {step if step is not None else 'never'}" for s, step in sorted(reach.items()))]
+    text = "\n".join(lines)
+    (args.out / "table.md").write_text(text + "\n")
+    plot(table, args.out / "heldout.png")
+    print(text)
+    print(f"\nwritten: {args.out / 'results.csv'}, {args.out / 'table.md'}, {args.out / 'heldout.png'}")
+
+
+if __name__ == "__main__":
+    main()
