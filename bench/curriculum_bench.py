@@ -78,11 +78,12 @@ def summarise(rows: list[dict]) -> tuple[list[dict], dict[str, int | None]]:
     table = [{"strategy": s, "label": label, "step": step, "mean": statistics.mean(v),
               "spread": statistics.pstdev(v) if len(v) > 1 else 0.0, "seeds": len(v)}
              for (s, label, step), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][2]))]
-    uniform = [t for t in table if t["strategy"] == "uniform"]
+    trained = [t for t in table if t["label"] != "start"]  # the starting policy is the same for every strategy
+    uniform = [t for t in trained if t["strategy"] == "uniform"]
     target = uniform[-1]["mean"] if uniform else None
     reach = {}
-    for strategy in {t["strategy"] for t in table}:
-        hits = [t["step"] for t in table if t["strategy"] == strategy and target is not None and t["mean"] >= target]
+    for strategy in {t["strategy"] for t in trained}:
+        hits = [t["step"] for t in trained if t["strategy"] == strategy and target is not None and t["mean"] >= target]
         reach[strategy] = min(hits) if hits else None
     return table, reach
 
