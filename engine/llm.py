@@ -184,12 +184,9 @@ class LLMClient:
         wait: float = DEFAULT_WAIT_SECONDS,
         completion_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        if not model:
-            raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries}")
+        from coevolve_engine.adapters.agents.litellm_agent import check_call_settings
+
+        check_call_settings(model, timeout, retries)
         self.store_path = store_path
         self.model = model
         self.api_base = api_base

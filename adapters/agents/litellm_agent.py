@@ -36,6 +36,16 @@ def import_litellm() -> Any:
     return litellm
 
 
+def check_call_settings(model: str, timeout: float, retries: int, retries_name: str = "retries") -> None:
+    """The settings every litellm caller checks before its first call (this agent, the engine's LLMClient)."""
+    if not model:
+        raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    if retries < 0:
+        raise ValueError(f"{retries_name} must be >= 0, got {retries}")
+
+
 def retryable_errors(litellm: Any) -> tuple[type[BaseException], ...]:
     """litellm's transport faults worth another attempt (timeouts, connection errors, 5xx, rate limits)."""
     names = (
@@ -168,14 +178,9 @@ class LiteLLMAgent(Agent):
         parse_text_tool_calls: bool = True,
         completion_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        if not model:
-            raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
+        check_call_settings(model, timeout, num_retries, "num_retries")
         if importlib.util.find_spec("litellm") is None:
             raise ImportError('LiteLLMAgent needs litellm: pip install "coevolve-engine[agents]"')
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        if num_retries < 0:
-            raise ValueError(f"num_retries must be >= 0, got {num_retries}")
         self.model = model
         self.api_base = api_base
         self.api_key = api_key
