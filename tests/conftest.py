@@ -1,9 +1,11 @@
-"""Shared fixtures: a fresh store per test, and helpers to write literal records to files."""
+"""Shared fixtures: a fresh store per test, helpers to write literal records to files, and a store of failure
+patterns over real BFCL tasks (built once per session) with a fresh copy of it per test."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,26 @@ def store(db_path: Path):
 
     with Store(db_path) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def pattern_db(tmp_path_factory) -> Path:
+    """A store with 30 BFCL tasks, rollouts flagging them and one failure pattern per signal (bfcl_patterns.py).
+    A module whose synthesizer needs other patterns defines its own ``pattern_db``."""
+    pytest.importorskip("bfcl_eval")
+    from bfcl_patterns import build_pattern_store
+
+    path = tmp_path_factory.mktemp("bfcl-patterns") / "store.duckdb"
+    build_pattern_store(path, tasks=30)
+    return path
+
+
+@pytest.fixture
+def db(pattern_db: Path, tmp_path: Path) -> Path:
+    """A fresh copy of ``pattern_db`` that one test may change."""
+    copied = tmp_path / "store.duckdb"
+    shutil.copy(pattern_db, copied)
+    return copied
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -116,13 +115,6 @@ def pattern_db(tmp_path_factory):
 def patterns(pattern_db):
     with Store(pattern_db, read_only=True) as store:
         return {pattern.dominant_signal: pattern for pattern in load_patterns(store)}
-
-
-@pytest.fixture
-def db(pattern_db, tmp_path):
-    copied = tmp_path / "store.duckdb"
-    shutil.copy(pattern_db, copied)
-    return copied
 
 
 class TestOfflineCalcSynthesizerContract(SynthesizerContract):

