@@ -230,6 +230,19 @@ def _resolve_trajectories(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
             location=_location(fmt, line) if line is not None else None,
             field="group_id",
         )
+    rows = con.execute("""
+        SELECT r._line, r.task_id FROM ingest_resolved AS r JOIN tasks AS t USING (task_id)
+        WHERE t.split = 'eval' ORDER BY r._line LIMIT 1
+    """).fetchall()
+    if rows:
+        line, task_id = rows[0]
+        raise IngestError(
+            str(path),
+            f"task {task_id!r} is a held-out eval task (split 'eval'); its results belong in eval_results "
+            "(coevolve-engine eval), never in trajectories, where signals, patterns and synthesis would see it",
+            location=_location(fmt, line),
+            field="task_id",
+        )
 
 
 def _insert_trajectories(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:

@@ -171,6 +171,24 @@ def test_each_bad_candidate_is_rejected_with_its_reason(db):
     assert {k: v for k, v in after.items() if k != "tasks"} == {k: v for k, v in before.items() if k != "tasks"}
 
 
+def test_a_copy_of_an_eval_task_is_novel_to_training_and_measured_against_the_eval_split(db, bfcl):
+    """With the real embedding model: eval tasks take no part in novelty; eval_similarity says how close."""
+    (held_out,) = [t for t in bfcl.load_tasks(category="multi_turn_base") if t["task_id"] == "bfcl/multi_turn_base_1"]
+    with Store(db) as store:
+        store.add_records("tasks", [{**held_out, "split": "eval"}])
+    copy_of_eval = candidate(held_out["spec"])
+    near_eval = candidate(with_prompt(held_out["spec"], held_out["prompt"] + " Thanks!"))
+    with Store(db) as store:
+        write_candidates(store, [copy_of_eval, near_eval])
+    report = validate_candidates(db)
+    first, second = report.verdicts
+    assert first.reason == "accepted" and first.novelty < 0.95 and first.eval_similarity == pytest.approx(1.0, abs=1e-5)
+    assert second.reason == "novelty" and second.novelty > 0.95  # a twin of the candidate accepted just before
+    assert 0.9 < second.eval_similarity < 1.0
+    assert table(db, "SELECT eval_similarity FROM candidates ORDER BY created_at") == [
+        (first.eval_similarity,), (second.eval_similarity,)]
+
+
 def test_a_task_the_store_refuses_rejects_its_candidate_and_writes_nothing_else(db):
     with Store(db) as store:
         patterns = load_patterns(store)

@@ -8,8 +8,9 @@ stops at the first that fails; its name becomes the candidate's ``reason``:
    error observation and scores 1 (for BFCL: after every turn, state and responses match what the checker
    compares against). A solution that makes no call at all fails too: it would check nothing.
 3. ``novelty``: the highest cosine similarity of the candidate's prompt embedding to the prompts of the
-   environment's tasks in the store and of the candidates accepted before it must stay below
-   ``novelty_threshold``. The value is recorded in ``candidates.novelty`` whether or not it passes.
+   environment's training tasks in the store and of the candidates accepted before it must stay below
+   ``novelty_threshold``. The value is recorded in ``candidates.novelty`` whether or not it passes. Eval tasks
+   (split 'eval') are held out and take no part: a candidate is never rejected for resembling one.
 4. ``agent_attempt`` (when an agent is given): K rollouts; the success rate is recorded in
    ``candidates.success_rate``. By default it rejects nothing: the ground truth already proves the task
    solvable, and a task the agent fails is what the curriculum wants. With ``max_success_rate`` a candidate
@@ -17,6 +18,10 @@ stops at the first that fails; its name becomes the candidate's ``reason``:
    advantage, so it teaches nothing). Rollouts cut short by faults outside the agent do not count; if all K
    are, validation stops with an error and the remaining candidates stay pending.
 5. ``judge`` (when given): ``judge(candidate) -> (passed, detail)``, e.g. an LLM judge.
+
+Every candidate's highest prompt similarity to its environment's eval tasks is measured too, whatever its
+verdict, and recorded in ``candidates.eval_similarity`` (NULL when the environment has no eval tasks, or the
+candidate no prompt): a measure, never a check (the paper bins synthesis by it).
 
 A check that raises is a failed check with the exception as its detail: the candidate is rejected and the
 run goes on. Each verdict is written in one transaction with, for an accepted candidate, its new row in
@@ -71,6 +76,7 @@ class Verdict:
     novelty: float | None = None
     success_rate: float | None = None
     task_id: str | None = None
+    eval_similarity: float | None = None  # highest prompt similarity to the env's eval tasks (not a check)
 
 
 @dataclass
@@ -167,7 +173,9 @@ class _StoreSession:
 
 
 class _Novelty:
-    """Prompt embeddings of the store's tasks (per environment) and of the candidates accepted so far."""
+    """Prompt embeddings of the store's training tasks (per environment) and of the candidates accepted so far,
+    against which novelty is measured; and, apart, those of the eval tasks, which only ``eval_similarity``
+    looks at."""
 
     def __init__(self, store: Store, candidates: list[Candidate], embedder: "Embedder | None") -> None:
         if embedder is None:
@@ -176,25 +184,40 @@ class _Novelty:
             embedder = Embedder()
         envs = sorted({c.env for c in candidates})
         rows = store.execute(
-            "SELECT env, prompt FROM tasks WHERE list_contains($envs, env) AND prompt IS NOT NULL AND prompt <> '' "
-            "ORDER BY task_id", {"envs": envs}).fetchall()
-        texts = [prompt for _, prompt in rows] + [c.prompt for c in candidates]
+            "SELECT env, prompt, split = 'eval' AS held_out FROM tasks "
+            "WHERE list_contains($envs, env) AND prompt IS NOT NULL AND prompt <> '' ORDER BY task_id",
+            {"envs": envs}).fetchall()
+        texts = [prompt for _, prompt, _ in rows] + [c.prompt for c in candidates]
         embedder.store = store  # cache the vectors in this store (the embedder writes in a transaction of its own)
         vectors = embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
         self._known: dict[str, list[np.ndarray]] = {name: [] for name in envs}
-        for (env, _), vector in zip(rows, vectors):
-            self._known[env].append(vector)
+        self._held_out: dict[str, list[np.ndarray]] = {name: [] for name in envs}
+        for (env, _, held_out), vector in zip(rows, vectors):
+            (self._held_out if held_out else self._known)[env].append(vector)
         self._vectors = {c.candidate_id: vectors[len(rows) + i] for i, c in enumerate(candidates)}
 
     def similarity(self, candidate: Candidate) -> float:
-        """Highest cosine similarity of the candidate's prompt to the known prompts of its environment."""
-        known = self._known.get(candidate.env) or []
-        if not known:
-            return 0.0
-        return float(np.max(np.stack(known) @ self._vectors[candidate.candidate_id]))
+        """Highest cosine similarity of the candidate's prompt to the known (training and accepted) prompts of
+        its environment; 0 when there is none."""
+        return _highest(self._known.get(candidate.env), self._vectors[candidate.candidate_id]) or 0.0
+
+    def eval_similarity(self, candidate: Candidate) -> float | None:
+        """Highest cosine similarity of the candidate's prompt to its environment's eval task prompts; None when
+        the environment has no eval task or the candidate no prompt."""
+        if not candidate.prompt:
+            return None
+        value = _highest(self._held_out.get(candidate.env), self._vectors[candidate.candidate_id])
+        return None if value is None else round(value, 6)
 
     def accept(self, candidate: Candidate) -> None:
         self._known.setdefault(candidate.env, []).append(self._vectors[candidate.candidate_id])
+
+
+def _highest(known: list[np.ndarray] | None, vector: np.ndarray) -> float | None:
+    """The largest dot product of ``vector`` with the (unit) vectors ``known``; None when there is none."""
+    if not known:
+        return None
+    return float(np.max(np.stack(known) @ vector))
 
 
 class _Checker:
@@ -228,6 +251,7 @@ class _Checker:
             steps.append(("agent_attempt", lambda: self._agent_attempt(candidate, measured)))
         if self.judge is not None:
             steps.append(("judge", lambda: self._judge(candidate)))
+        eval_similarity = self.novelty.eval_similarity(candidate)  # measured whatever the verdict
         for name, run in steps:
             try:
                 check = run()
@@ -237,9 +261,10 @@ class _Checker:
                 check = Check(name, False, f"the check raised {type(exc).__name__}: {exc}")
             checks.append(check)
             if not check.passed:
-                return Verdict(candidate.candidate_id, "rejected", name, tuple(checks), **measured)
+                return Verdict(candidate.candidate_id, "rejected", name, tuple(checks), **measured,
+                               eval_similarity=eval_similarity)
         return Verdict(candidate.candidate_id, "accepted", "accepted", tuple(checks), **measured,
-                       task_id=candidate.task_id)
+                       task_id=candidate.task_id, eval_similarity=eval_similarity)
 
     def _synthesis(self, candidate: Candidate) -> Check:
         """A synthesizer that could not write a task (an LLM answer that was not the schema, an exploration
@@ -282,7 +307,8 @@ class _Checker:
         measured["novelty"] = round(similarity, 6)
         passed = similarity < self.threshold
         relation = "<" if passed else ">="
-        return Check("novelty", passed, f"highest prompt similarity {similarity:.4f} {relation} {self.threshold:g}")
+        return Check("novelty", passed, f"highest prompt similarity {similarity:.4f} {relation} {self.threshold:g} "
+                     "(training tasks and earlier accepted candidates; eval tasks are held out)")
 
     def _agent_attempt(self, candidate: Candidate, measured: dict[str, float | None]) -> Check:
         from coevolve_engine.adapters.agents import run_rollouts
@@ -343,27 +369,36 @@ def _record(store: Store, candidate: Candidate, verdict: Verdict) -> Verdict | N
             record_verdict(con, candidate.candidate_id, verdict=verdict.verdict, reason=verdict.reason,
                            checks=checks, novelty=verdict.novelty, success_rate=verdict.success_rate,
                            task_id=verdict.task_id)
+            _record_eval_similarity(con, candidate.candidate_id, verdict.eval_similarity)
             if verdict.verdict == "accepted":
-                _add_task(store, candidate, checks)
+                _add_task(store, candidate, checks, verdict.eval_similarity)
         return verdict
     except CandidateNotPending:
         return None
     except IngestError as exc:
         failed = Check("task_insert", False, str(exc))
         verdict = Verdict(candidate.candidate_id, "rejected", "task_insert", verdict.checks + (failed,),
-                          verdict.novelty, verdict.success_rate)
+                          verdict.novelty, verdict.success_rate, eval_similarity=verdict.eval_similarity)
         with store.transaction() as con:
             record_verdict(con, candidate.candidate_id, verdict="rejected", reason="task_insert",
                            checks=[asdict(check) for check in verdict.checks], novelty=verdict.novelty,
                            success_rate=verdict.success_rate)
+            _record_eval_similarity(con, candidate.candidate_id, verdict.eval_similarity)
         return verdict
 
 
-def _add_task(store: Store, candidate: Candidate, checks: list[dict[str, Any]]) -> None:
+def _record_eval_similarity(con: Any, candidate_id: str, value: float | None) -> None:
+    """``candidates.eval_similarity``, in the transaction that writes the verdict."""
+    con.execute("UPDATE candidates SET eval_similarity = $value WHERE candidate_id = $id",
+                {"value": value, "id": candidate_id})
+
+
+def _add_task(store: Store, candidate: Candidate, checks: list[dict[str, Any]],
+              eval_similarity: float | None) -> None:
     """The accepted candidate as a row of ``tasks``, through the same checks as any ingested task."""
     meta = {**candidate.provenance, "candidate_id": candidate.candidate_id, "round": candidate.round,
             "pattern_id": candidate.pattern_id, "signal": candidate.signal, "synthesizer": candidate.synthesizer,
-            "checks": checks}
+            "checks": checks, "eval_similarity": eval_similarity}
     record = {"task_id": candidate.task_id, "env": candidate.env, "prompt": candidate.prompt,
               "spec": candidate.spec, "source": "synthesized", "meta": meta}
     store.add_records("tasks", [record], label=f"candidate {candidate.candidate_id}")  # joins the verdict's transaction

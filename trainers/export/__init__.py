@@ -63,8 +63,16 @@ class ExportReport:
 
 
 def load_tasks(store: "Store", weights: dict[str, float]) -> list[ExportTask]:
-    """The tasks named in ``weights`` with a weight above 0, in task_id order; unknown ids are an error."""
+    """The tasks named in ``weights`` with a weight above 0, in task_id order; unknown ids are an error, and so
+    are held-out ones (split 'eval'): no trainer may see them."""
     wanted = [task_id for task_id, weight in weights.items() if weight > 0]
+    held_out = [task_id for (task_id,) in store.execute(
+        "SELECT task_id FROM tasks WHERE split = 'eval' AND list_contains($ids, task_id) ORDER BY task_id",
+        {"ids": wanted}).fetchall()]
+    if held_out:
+        more = f" and {len(held_out) - 5} more" if len(held_out) > 5 else ""
+        raise ExportError(f"weights name held-out eval tasks (split 'eval'), which no trainer may see: "
+                          f"{', '.join(map(repr, held_out[:5]))}{more}")
     rows = store.execute(
         "SELECT task_id, env, prompt, CAST(spec AS VARCHAR) FROM tasks "
         "WHERE list_contains($ids, task_id) ORDER BY task_id",

@@ -105,7 +105,8 @@ def resolve_weights(
     if weights is not None:
         resolved, source = weights_mapping(weights), "given"
     elif uniform:
-        ids = [r[0] for r in store.execute("SELECT task_id FROM tasks ORDER BY task_id").fetchall()]
+        ids = [r[0] for r in store.execute(
+            "SELECT task_id FROM tasks WHERE split = 'train' ORDER BY task_id").fetchall()]  # eval tasks held out
         resolved, source = {task_id: 1.0 for task_id in ids}, "uniform"
     else:
         from_round = round if weights_from_round is None else weights_from_round

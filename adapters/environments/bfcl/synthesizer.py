@@ -76,9 +76,12 @@ class OfflineBFCLSynthesizer(Synthesizer):
 
 
 def _pool(store: "Store") -> dict[str, Spec]:
-    """Every BFCL multi-turn task in the store, by task id (sorted): the partners of splices."""
+    """Every BFCL multi-turn training task in the store, by task id (sorted): the partners of splices.
+
+    Eval tasks (split 'eval') are held out and never become a parent."""
     rows = store.execute(
-        "SELECT task_id, spec FROM tasks WHERE env = $env AND json_extract_string(spec, '$.kind') = 'multi_turn' "
+        "SELECT task_id, spec FROM tasks WHERE env = $env AND split = 'train' "
+        "AND json_extract_string(spec, '$.kind') = 'multi_turn' "
         "ORDER BY task_id", {"env": ENV_NAME}).fetchall()
     pool = {}
     for task_id, spec in rows:
