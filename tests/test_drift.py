@@ -58,17 +58,27 @@ def pattern(store, pattern_id, round_, step, size, signal, representative, summa
                    "summary": json.dumps(summary) if summary else None})
 
 
-def candidate(store, candidate_id, round_, pattern_id, signal, verdict, reason, task_id=None):
+def candidate(store, candidate_id, round_, pattern_id, signal, verdict, reason, task_id=None, eval_similarity=None):
     store.execute("INSERT INTO candidates (candidate_id, round, pattern_id, signal, env, synthesizer, prompt, "
-                  "verdict, reason, task_id) VALUES ($c, $r, $p, $s, 'calc', 'offline:calc', $prompt, $v, $why, $t)",
+                  "verdict, reason, task_id, eval_similarity) VALUES ($c, $r, $p, $s, 'calc', 'offline:calc', $prompt, "
+                  "$v, $why, $t, $sim)",
                   {"c": candidate_id, "r": round_, "p": pattern_id, "s": signal, "prompt": f"prompt of {candidate_id}",
-                   "v": verdict, "why": reason, "t": task_id})
+                   "v": verdict, "why": reason, "t": task_id, "sim": eval_similarity})
+
+
+def evaluation(store, eval_id, round_, label, step, tasks, successes, minute):
+    store.execute("INSERT INTO evaluations (eval_id, policy, round, label, env, tasks, successes, success_rate, step, "
+                  "created_at) VALUES ($id, $policy, $r, $label, 'calc', $n, $k, $k / $n, $step, "
+                  "TIMESTAMP '2026-01-01 00:00:00' + to_minutes($minute))",
+                  {"id": eval_id, "policy": f"ckpt-{round_}", "r": round_, "label": label, "n": tasks, "k": successes,
+                   "step": step, "minute": minute})
 
 
 def build_run_a(path):
     """Three rounds. Round 0 was made by `run` (rounds row: steps 1..2); rounds 1 and 2 by hand (steps 3..4
     from round 1's patterns at step 4, then 5 for the latest). Round 1 adds the synthesized task s1; round 2
-    has the same task set (no new tasks)."""
+    has the same task set (no new tasks). On the eval split: the starting policy (step 0), round 0's checkpoint
+    twice (step 2; the later evaluation counts) and round 1's (step 4); round 2 was not evaluated."""
     with Store(path) as store:
         store.add_records("tasks", [
             {"task_id": "a", "env": "bfcl", "prompt": "pa", "spec": {"involved_classes": ["GorillaFileSystem"]}},
@@ -97,9 +107,13 @@ def build_run_a(path):
         pattern(store, "0-1", 0, 2, 2, "forgetting", "b@2#0", {"summary": "forgot how to add"})
         pattern(store, "1-0", 1, 4, 3, "boundary", "a@3#0")
         pattern(store, "1-1", 1, 4, 1, "boundary", "b@3#1")
-        candidate(store, "c0", 0, "0-0", "boundary", "accepted", "accepted", task_id="s1")
-        candidate(store, "c1", 0, "0-1", "forgetting", "rejected", "ground_truth")
-        candidate(store, "c2", 1, "1-0", "boundary", "rejected", "novelty")
+        candidate(store, "c0", 0, "0-0", "boundary", "accepted", "accepted", task_id="s1", eval_similarity=0.93)
+        candidate(store, "c1", 0, "0-1", "forgetting", "rejected", "ground_truth", eval_similarity=-0.1)
+        candidate(store, "c2", 1, "1-0", "boundary", "rejected", "novelty", eval_similarity=0.7)
+        evaluation(store, "e-start", None, "start", 0, 4, 1, 0)
+        evaluation(store, "e-r0-first", 0, "round 0", 2, 4, 1, 1)
+        evaluation(store, "e-r0", 0, "round 0", 2, 4, 2, 2)
+        evaluation(store, "e-r1", 1, "round 1", 4, 4, 3, 3)
         cache_vectors(store, ["pa", "pb", "pc", "ps1"])
     return path
 
@@ -251,6 +265,56 @@ def test_diversity_sr_at_k_and_ed_rel(run_a):
     assert five["sr_at_k"][0] == approx(1.4 / 3)
 
 
+# -- the eval split: success against step, next to the signals; synthesis by similarity to it ---------------
+
+def test_eval_success_per_evaluation_round_and_step(run_a):
+    report = drift_of(run_a)
+    assert rows(report["eval"], "step", "round", "label", "tasks", "successes", "success_rate", "eval_id") == [
+        (0, None, "start", 4, 1, 0.25, "e-start"), (2, 0, "round 0", 4, 1, 0.25, "e-r0-first"),
+        (2, 0, "round 0", 4, 2, 0.5, "e-r0"), (4, 1, "round 1", 4, 3, 0.75, "e-r1")]
+    # round 0's checkpoint was evaluated twice: the later evaluation counts (as in run_rounds)
+    assert rows(report["eval_rounds"], "round", "eval_success", "eval_tasks", "eval_step", "evaluations") == [
+        (0, 0.5, 4, 2, 2), (1, 0.75, 4, 4, 1)]
+    assert rows(report.summary, "round", "flagged", "eval_success", "eval_tasks", "eval_step") == [
+        (0, 4, 0.5, 4, 2), (1, 2, 0.75, 4, 4), (2, 0, None, None, None)]
+    # Figure 3 as a table: flagged rollouts per signal and step (a@1 mixed, b forgot at step 2, b@3 mixed), and
+    # the eval success at the steps evaluated; step 0 (the starting policy) has no rollouts and no round
+    assert rows(report["eval_steps"], "step", "round", "rollouts", "flagged", "forgetting", "boundary", "rare",
+                "eval_success", "eval_tasks", "evaluations") == [
+        (0, None, 0, 0, 0, 0, 0, 0.25, 4, 1),
+        (1, 0, 6, 2, 0, 2, 0, None, None, 0),
+        (2, 0, 6, 2, 2, 0, 0, 0.5, 4, 2),
+        (3, 1, 6, 2, 0, 2, 0, None, None, 0),
+        (4, 1, 4, 0, 0, 0, 0, 0.75, 4, 1),
+        (5, 2, 8, 0, 0, 0, 0, None, None, 0),
+    ]
+    with Store(run_a, read_only=True) as store:  # the signal constants reach it
+        # threshold 1.5: nothing succeeds, so no group is mixed and no task forgets
+        assert store.execute("SELECT sum(flagged) FROM drift_eval_steps_with(threshold := 1.5)").fetchall() == [(0,)]
+        # min_n 1, theta 100: at step 1 ls>cd>ls and ls are 1 of 2 patterns each, at step 2 add 1 of 3: all rare
+        assert store.execute("SELECT step, rare FROM drift_eval_steps_with(theta := 100, min_n := 1) WHERE rare > 0 "
+                             "ORDER BY step").fetchall() == [(1, 2), (2, 1)]
+
+
+def test_candidates_binned_by_similarity_to_the_eval_tasks(run_a, store, db_path):
+    report = drift_of(run_a)
+    assert rows(report["eval_similarity"], "round", "bin", "bin_low", "candidates", "accepted", "rejected",
+                "acceptance", "share", "max_similarity") == [
+        (0, "[-1, 0.5)", -1.0, 1, 0, 1, 0.0, 0.5, -0.1),
+        (0, "[0.9, 1]", 0.9, 1, 1, 0, 1.0, 0.5, 0.93),
+        (1, "[0.7, 0.9)", 0.7, 1, 0, 1, 0.0, 1.0, 0.7),      # 0.7 opens its bin
+    ]
+    # unmeasured candidates are left out; a similarity rounded above 1 counts in the last bin; pending ones count
+    candidate(store, "n", 3, None, None, "rejected", "schema")
+    candidate(store, "p", 3, None, None, "pending", None, eval_similarity=0.5)
+    candidate(store, "q", 3, None, None, "accepted", "accepted", eval_similarity=1.0000001)
+    candidate(store, "r", 3, None, None, "rejected", "novelty", eval_similarity=0.9)
+    store.close()
+    assert rows(drift_of(db_path, diversity=False)["eval_similarity"], "round", "bin", "candidates", "accepted",
+                "rejected", "acceptance", "share") == [
+        (3, "[0.5, 0.7)", 1, 0, 0, None, approx(1 / 3)), (3, "[0.9, 1]", 2, 1, 1, 0.5, approx(2 / 3))]
+
+
 def test_one_round_store(run_b):
     report = drift_of(run_b, k=1)
     summary = report.summary.to_dicts()
@@ -306,6 +370,10 @@ def test_an_older_store_is_analysed_through_a_migrated_copy(tmp_path):
         report = compute_drift(opened.store, DriftParams(diversity=False))
         copy = opened.store.path
     assert rows(report["signals"], "round", "trajectories", "boundary") == [(0, 3, 2)]
+    assert "007_eval_similarity" in pending_migrations(path)  # the copy got candidates.eval_similarity too
+    assert report["eval_similarity"].height == 0 and report["eval"].height == 0
+    assert rows(report["eval_steps"], "step", "rollouts", "boundary", "eval_success") == [(1, 3, 2, None)]
+    assert report.summary["eval_success"].to_list() == [None]
     assert file_bytes(path) == before and not copy.exists()
 
 
@@ -345,6 +413,14 @@ def test_drift_command_formats(run_a, run_b):
     long = invoke("drift", "--db", str(run_a), "--compare", str(run_b), "--table", "difficulty", "--format",
                   "csv").stdout
     assert long.splitlines()[0].endswith(",run") and len(long.splitlines()) == 1 + 3 + 1
+    eval_rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+                 for line in table.splitlines() if line.startswith("| eval_")}
+    assert eval_rows == {"eval_success": ["0.5", "0.75", "-"], "eval_tasks": ["4", "4", "-"],
+                         "eval_step": ["2", "4", "-"]}
+    steps = invoke("drift", "--db", str(run_a), "--table", "eval_steps", "--format", "csv", "--no-diversity").stdout
+    assert steps.splitlines()[:3] == [
+        "step,round,rollouts,flagged,forgetting,boundary,rare,eval_success,eval_tasks,evaluations",
+        "0,,0,0,0,0,0,0.25,4,1", "1,0,6,2,0,2,0,,,0"]
 
 
 def test_drift_sql_recomputes_with_query(run_a):
@@ -363,5 +439,6 @@ def test_drift_plots(run_a, run_b, tmp_path):
     folder = tmp_path / "figures"
     invoke("drift", "--db", str(run_a), "--compare", str(run_b), "--plots", str(folder))
     written = sorted(p.name for p in folder.iterdir())
-    assert written == ["distribution.png", "diversity.png", "patterns.png", "signals.png", "success.png"]
+    assert written == ["distribution.png", "diversity.png", "eval.png", "eval_similarity.png", "patterns.png",
+                       "signals.png", "success.png"]
     assert all((folder / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in written)

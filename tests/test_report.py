@@ -41,7 +41,8 @@ def test_report_is_self_contained(report_path):
     assert "<script" not in page and "<link" not in page and "@import" not in page and "url(" not in page
     assert not re.search(r'(src|href)="(?!data:)', page)  # nothing to fetch
     figures = dict(DATA_IMAGE.findall(page))
-    assert sorted(figures) == ["distribution", "diversity", "patterns", "signals", "success"]
+    assert sorted(figures) == ["distribution", "diversity", "eval", "eval_similarity", "patterns", "signals",
+                               "success"]
     assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for data in figures.values())
 
 
@@ -55,6 +56,21 @@ def test_report_contents(report_path):
     rejected = page[page.index('id="candidates-rejected"'):]
     assert "c0" in accepted and "c1" not in accepted
     assert "<td>c1</td>" in rejected and "ground_truth" in rejected and "<td>c2</td>" in rejected and "novelty" in rejected
+    assert "<th>eval_similarity</th>" in accepted and '<td class="num">0.93</td>' in accepted
+
+
+def test_report_shows_eval_success_next_to_the_signals(report_path):
+    page = report_path.read_text(encoding="utf-8")
+    rounds = page[page.index('id="rounds"'):page.index('id="figures"')]
+    assert "<th>eval_success</th>" in rounds and "<th>eval_step</th>" in rounds   # the per-round summary
+    per_step = rounds[rounds.index("Eval success and flagged rollouts per step"):]
+    head = re.search(r"<thead><tr>(.*?)</tr></thead>", per_step).group(1)
+    assert re.findall(r"<th>(\w+)</th>", head) == ["step", "round", "rollouts", "flagged", "forgetting", "boundary",
+                                                    "rare", "eval_success", "eval_tasks", "evaluations"]
+    first = re.search(r"<tbody><tr>(.*?)</tr>", per_step).group(1)   # step 0: the starting policy, evaluated only
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", first) == ["0", "", "0", "0", "0", "0", "0", "0.25", "4", "1"]
+    by_similarity = rounds[rounds.index("Candidates by similarity to the eval tasks"):]
+    assert "<td>[0.9, 1]</td>" in by_similarity and "<td>[0.7, 0.9)</td>" in by_similarity
 
 
 def test_figures_name_the_extra_when_matplotlib_is_missing(monkeypatch):
@@ -127,7 +143,7 @@ def test_report_renders_in_chromium_without_network(report_path, tmp_path):
                       .replace("</body>", PROBE + "</body>"), encoding="utf-8")
     dom, requests = run_chromium(probed, tmp_path, "--dump-dom")
     result = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1))
-    assert result["images"] == 5 and result["decoded"] == 5, result
+    assert result["images"] == 7 and result["decoded"] == 7, result
     assert all(width > 100 and height > 100 for width, height in result["sizes"])
     assert result["resources"] == [] and requests == []
     # The report itself, unmodified, as a screenshot; still no request.

@@ -61,6 +61,7 @@ def _fmt(value) -> str:
 Examples:
   coevolve-engine drift                                  one table, a column per round
   coevolve-engine drift --table patterns --format csv    one metric's rows
+  coevolve-engine drift --table eval_steps               eval success and flagged rollouts per step
   coevolve-engine drift --compare uniform.duckdb --plots figures/
   coevolve-engine drift --sql                            the SQL of every table (recompute with query)"""
 )
@@ -82,9 +83,11 @@ def drift(threshold, w, theta, min_n, k, no_diversity, table_, format_, compare,
     """How the task distribution drifted, round by round, from the store alone (opened read-only).
 
     Per round: the Jensen-Shannon divergence of the weights from the previous and the first round, the task
-    set's size, new and synthesized tasks, flagged rollouts per signal, failure patterns, task success
-    rates, and the prompts' diversity (SR@k, ED_rel to the previous round). README's "Drift" section
-    defines each one.
+    set's size, new and synthesized tasks, flagged rollouts per signal, success on the held-out eval split
+    (eval_success, eval_step), failure patterns, task success rates, and the prompts' diversity (SR@k,
+    ED_rel to the previous round). --table eval_steps puts eval success against step next to the flagged
+    rollouts per step (the paper's Figure 3); --table eval_similarity bins each round's candidates by their
+    similarity to the eval tasks. README's "Drift" section defines each one.
     """
     if show_sql:
         from coevolve_engine.drift import JS_SQL

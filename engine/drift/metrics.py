@@ -44,9 +44,15 @@ METRIC_QUERIES: dict[str, str] = {
     "tools": "SELECT * FROM drift_tools ORDER BY round, calls DESC, tool",
     "env_classes": "SELECT * FROM drift_env_classes ORDER BY round, rollouts DESC, env_class",
     "diversity": "SELECT * FROM drift_diversity_with(k := $k, embedding_model := $embedding_model) ORDER BY round",
+    "eval": "SELECT * FROM drift_eval ORDER BY step NULLS LAST, round NULLS FIRST, created_at, eval_id",
+    "eval_rounds": "SELECT * FROM drift_eval_rounds ORDER BY round",
+    "eval_steps": "SELECT * FROM drift_eval_steps_with(threshold := $threshold, w := $w, theta := $theta, "
+                  "min_n := $min_n) ORDER BY step",
+    "eval_similarity": "SELECT * FROM drift_eval_similarity ORDER BY round, bin_low",
 }
 _PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n"), "difficulty": ("threshold",),
-               "steps": ("threshold",), "diversity": ("k", "embedding_model")}
+               "steps": ("threshold",), "diversity": ("k", "embedding_model"),
+               "eval_steps": ("threshold", "w", "theta", "min_n")}
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,7 @@ def _summary(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
         tables["synthesis"].select("round", "tasks", "new_tasks", "synthesized", "synthesized_share"),
         tables["weights"].select("round", "js_previous", "js_round0"),
         tables["signals"].select("round", "trajectories", "flagged", "forgetting", "boundary", "rare"),
+        tables["eval_rounds"].select("round", "eval_success", "eval_tasks", "eval_step"),  # held-out success
         patterns,
         tables["difficulty"].select("round", "success_rate", pl.col("median").alias("median_task_success")),
     ]

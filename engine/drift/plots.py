@@ -14,8 +14,9 @@ import polars as pl
 from coevolve_engine.drift.metrics import DriftReport
 from coevolve_engine.errors import CoevolveError
 
-FIGURES = ("distribution", "signals", "patterns", "success", "diversity")
+FIGURES = ("distribution", "signals", "patterns", "success", "diversity", "eval", "eval_similarity")
 _SIGNALS = ("forgetting", "boundary", "rare")
+_BIN_COLORS = {-1.0: "C0", 0.5: "C1", 0.7: "C2", 0.9: "C3"}  # drift_eval_similarity's bins, by lower edge
 
 
 def _pyplot():
@@ -152,8 +153,72 @@ def diversity(reports: list[DriftReport]):
     return fig
 
 
+def eval_success(reports: list[DriftReport]):
+    """The paper's Figure 3: success on the held-out (eval) tasks against training step (every run on one axes),
+    above the rollouts each signal flagged per step (one panel per run), on the same steps."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, len(reports), figsize=(6 * len(reports), 6.5), squeeze=False, sharex="col")
+    for column, report in enumerate(reports):
+        top, bottom = axes[0][column], axes[1][column]
+        steps = report["eval_steps"]
+        evaluated = steps.filter(pl.col("eval_success").is_not_null())
+        if evaluated.height:
+            top.plot(evaluated["step"], evaluated["eval_success"], marker="o", label=f"{report.label}: eval")
+            top.legend()
+        else:
+            top.text(0.5, 0.5, "no evaluations on the eval split", ha="center", va="center",
+                     transform=top.transAxes)
+        top.set_ylim(-0.02, 1.02)
+        top.set_ylabel("success on the eval split")
+        top.set_title(f"{report.label}: eval success and flagged rollouts against step")
+        flagged = steps.filter(pl.col("rollouts") > 0)
+        for signal in _SIGNALS:
+            bottom.plot(flagged["step"], flagged[signal], marker=".", label=signal)
+        for first in report["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+            for ax in (top, bottom):
+                ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
+        bottom.set_xlabel("training step")
+        bottom.set_ylabel("flagged rollouts")
+        bottom.legend()
+    fig.tight_layout()
+    return fig
+
+
+def eval_similarity(reports: list[DriftReport]):
+    """Candidates per round by their prompt's highest similarity to the eval tasks (stacked bins; the accepted
+    part of each bin solid, the rest hatched), one panel per run."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 4), squeeze=False)
+    for ax, report in zip(axes[0], reports):
+        frame = report["eval_similarity"]
+        if not frame.height:
+            ax.text(0.5, 0.5, "no candidate measured against eval tasks", ha="center", va="center",
+                    transform=ax.transAxes)
+        else:
+            rounds = sorted(frame["round"].unique().to_list())
+            bottom = [0] * len(rounds)
+            bins = frame.select("bin_low", "bin").unique().sort("bin_low").rows()
+            for low, name in bins:
+                part = frame.filter(pl.col("bin_low") == low)
+                accepted = [part.filter(pl.col("round") == r)["accepted"].sum() for r in rounds]
+                others = [part.filter(pl.col("round") == r)["candidates"].sum() - a for r, a in zip(rounds, accepted)]
+                color = _BIN_COLORS.get(float(low), "C7")  # one colour per bin, in every run
+                ax.bar(rounds, accepted, bottom=bottom, color=color, label=f"{name} accepted")
+                bottom = [b + a for b, a in zip(bottom, accepted)]
+                ax.bar(rounds, others, bottom=bottom, color="white", edgecolor=color, hatch="//",
+                       label=f"{name} not accepted")
+                bottom = [b + o for b, o in zip(bottom, others)]
+            ax.set_xticks(rounds)
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
+        ax.set_title(f"{report.label}: candidates by similarity to the eval tasks")
+        ax.set_xlabel("round")
+        ax.set_ylabel("candidates")
+    fig.tight_layout()
+    return fig
+
+
 _DRAW = {"distribution": distribution, "signals": signals, "patterns": patterns, "success": success,
-         "diversity": diversity}
+         "diversity": diversity, "eval": eval_success, "eval_similarity": eval_similarity}
 
 
 def figure_png(name: str, reports: list[DriftReport]) -> bytes:

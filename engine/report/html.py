@@ -53,7 +53,8 @@ ORDER BY representative DESC, trajectory_id
 LIMIT $limit
 """
 CANDIDATES_SQL = """
-SELECT candidate_id, round, signal, pattern_id, synthesizer, reason, novelty, success_rate, task_id, prompt
+SELECT candidate_id, round, signal, pattern_id, synthesizer, reason, novelty, eval_similarity, success_rate, task_id,
+       prompt
 FROM candidates WHERE verdict = $verdict ORDER BY round, candidate_id LIMIT $limit
 """
 
@@ -161,10 +162,13 @@ def render_report(store: Store, report: DriftReport, *, title: str, top_patterns
                   candidates: int = 50, notes: Iterable[str] = ()) -> str:
     """The HTML page for ``store`` and its drift ``report``."""
     notes = [*notes, *report.notes]
-    per_round = [("Signals", "signals"), ("Task set and synthesis", "synthesis"),
+    per_round = [("Signals", "signals"), ("Success on the eval split per round", "eval_rounds"),
+                 ("Eval success and flagged rollouts per step", "eval_steps"),
+                 ("Evaluations on the eval split", "eval"), ("Task set and synthesis", "synthesis"),
                  ("Synthesized tasks by source", "synthesis_sources"), ("Candidates per round", "candidates"),
                  ("Difficulty (task success rates)", "difficulty"), ("Diversity", "diversity"),
                  ("Failure pattern lineages", "patterns"), ("Tools", "tools"),
+                 ("Candidates by similarity to the eval tasks", "eval_similarity"),
                  ("Environment classes", "env_classes"), ("Weight divergence", "weights")]
     tables = "".join(f"<h3>{_e(name)}</h3>" + table(report.tables[key])
                      for name, key in per_round if key in report.tables)
