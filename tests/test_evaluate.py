@@ -1,4 +1,5 @@
-"""evaluate_policy: greedy batched answers of a local checkpoint, played through the environment and scored."""
+"""evaluate_policy: greedy batched answers of a local checkpoint, every user turn played through the environment
+and scored."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def policy(tmp_path_factory, tasks):
 
 def test_a_random_checkpoint_gets_one_scored_result_per_task_in_order(calc, tasks, policy):
     results = evaluate_policy(policy, calc, tasks, max_new_tokens=8, max_turns=2, batch_size=4)
-    assert [task_id for task_id, _, _ in results] == [t["task_id"] for t in tasks]
-    assert all(isinstance(r, float) and isinstance(ok, bool) for _, r, ok in results)
+    assert [r.task_id for r in results] == [t["task_id"] for t in tasks]
+    assert all(isinstance(r.reward, float) and isinstance(r.success, bool) and r.reason for r in results)
+    assert all(r.completion[-1]["role"] in ("assistant", "tool") for r in results)
     assert success_rate(results) == 0.0 and evaluate_policy(policy, calc, []) == []
 
 
@@ -87,7 +89,69 @@ def test_tool_calls_are_played_turn_by_turn_and_scored_by_the_episode(calc, task
     results = evaluate_policy(policy, calc, steps_tasks, max_turns=longest + 1, batch_size=5, model=model,
                               tokenizer=tokenizer)
     expected = ["multiply" not in t["prompt"] for t in steps_tasks]
-    assert [ok for _, _, ok in results] == expected and any(expected) and not all(expected)
+    assert [r.success for r in results] == expected and any(expected) and not all(expected)
+    assert [len(r.actions) for r in results] == [len(t["spec"]["steps"]) * ok for t, ok in zip(steps_tasks, expected)]
     # with one model turn only the one-call tasks can be solved
     short = evaluate_policy(policy, calc, steps_tasks, max_turns=1, model=model, tokenizer=tokenizer)
-    assert [ok for _, _, ok in short] == [ok and len(t["spec"]["steps"]) == 1 for ok, t in zip(expected, steps_tasks)]
+    assert [r.success for r in short] == [ok and len(t["spec"]["steps"]) == 1 for ok, t in zip(expected, steps_tasks)]
+    # more environment steps than allowed fail the task, with the reason
+    capped = evaluate_policy(policy, calc, steps_tasks, max_turns=longest + 1, max_steps=1, model=model,
+                             tokenizer=tokenizer)
+    assert [r.success for r in capped] == [ok and len(t["spec"]["steps"]) == 1 for ok, t in zip(expected, steps_tasks)]
+    assert {r.reason for r, t in zip(capped, steps_tasks) if len(t["spec"]["steps"]) > 1 and "multiply" not in
+            t["prompt"]} == {"exceeded max_steps=1 environment steps"}
+
+
+class GroundTruthTurns:
+    """A stand-in model for BFCL multi-turn tasks: in each user turn it answers once with that turn's ground-truth
+    calls, then with prose, which ends the turn. The turn is the latest of the task's user messages in the prompt."""
+
+    training = False
+
+    def __init__(self, tokenizer, tasks, env):
+        self.tokenizer = tokenizer
+        self.tasks = [(t, env.reference_solution(t["spec"])) for t in tasks]
+
+    def eval(self):
+        return self
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        import torch
+
+        rows = []
+        for ids in input_ids:
+            text = self.tokenizer.decode(ids, skip_special_tokens=False)
+            task, solution = next((t, s) for t, s in self.tasks if t["spec"]["turns"][0][0]["content"] in text)
+            users = [turn[0]["content"] for turn in task["spec"]["turns"]]
+            turn = max(i for i, user in enumerate(users) if user in text)
+            answered = text[text.rindex(users[turn]):].count("<|im_start|>assistant") - 1  # minus the open one
+            if answered == 0 and solution[turn]:
+                answer = "".join(f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>'
+                                 for c in solution[turn])
+            else:
+                answer = "Done."
+            new = self.tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"]
+            rows.append(ids.tolist() + new)
+        width = max(len(r) for r in rows)
+        return torch.tensor([r + [self.tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+
+
+def test_every_user_turn_of_a_multi_turn_task_is_played_and_scored(policy):
+    pytest.importorskip("bfcl_eval")
+    from transformers import AutoTokenizer
+
+    from coevolve_engine.adapters.environments import load_environment
+
+    bfcl = load_environment("bfcl")
+    tasks = list(bfcl.load_tasks(category="multi_turn_base", limit=2))
+    tokenizer = AutoTokenizer.from_pretrained(str(policy))
+    model = GroundTruthTurns(tokenizer, tasks, bfcl)
+    results = evaluate_policy(policy, bfcl, tasks, max_turns=2, batch_size=2, model=model, tokenizer=tokenizer)
+    assert [(r.task_id, r.success, r.reason) for r in results] == \
+        [(t["task_id"], True, f"state and responses match the ground truth after each of {len(t['spec']['turns'])} "
+          "turns") for t in tasks]
+    for result, task in zip(results, tasks):
+        assert len(result.actions) == sum(map(len, task["spec"]["ground_truth"]))
+        assert sum(m["role"] == "user" for m in result.completion) == len(task["spec"]["turns"])
+    # one model answer per user turn: the calls run, the turn ends, and the next one begins; still solved
+    assert all(r.success for r in evaluate_policy(policy, bfcl, tasks, max_turns=1, model=model, tokenizer=tokenizer))

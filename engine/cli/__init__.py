@@ -41,6 +41,7 @@ def _add_commands() -> None:
         curriculum,
         demo,
         drift,
+        eval as eval_cli,
         export,
         patterns,
         query,
@@ -53,8 +54,8 @@ def _add_commands() -> None:
         tasks,
     )
 
-    for module in (store_commands, tasks, rollout, query, signals, patterns, summarize, synthesis, curriculum,
-                   export, run, drift, demo):
+    for module in (store_commands, tasks, rollout, eval_cli, query, signals, patterns, summarize, synthesis,
+                   curriculum, export, run, drift, demo):
         module.register(cli)
 
 

@@ -353,10 +353,11 @@ class RunLoop:
     def _evaluate(self, policy: str, tasks: list[dict[str, Any]], round_: int | None, name: str, step: int,
                   label: str):
         from coevolve_engine.evaluate import evaluate_policy
-        from coevolve_engine.evaluations import TaskResult, eval_id, find_evaluation, record_evaluation
+        from coevolve_engine.evaluations import eval_id, find_evaluation, record_evaluation
 
         c = self.config
-        settings = {"decoding": "greedy", "max_new_tokens": c.eval.max_new_tokens, "max_turns": c.eval.max_turns}
+        settings = {"decoding": "greedy", "max_new_tokens": c.eval.max_new_tokens, "max_turns": c.eval.max_turns,
+                    "user_turns": "all", "max_steps": 30}
         identifier = eval_id(policy, c.env, [t["task_id"] for t in tasks], settings)
         with self._store(read_only=True) as store:
             stored = find_evaluation(store, identifier)
@@ -364,8 +365,8 @@ class RunLoop:
             self.echo(f"{label} {name}: {stored.successes}/{stored.tasks} (stored evaluation {identifier})")
             return stored
         self.echo(f"{label} evaluating {name} on {len(tasks)} eval tasks")
-        results = [TaskResult(task_id, reward, success) for task_id, reward, success in evaluate_policy(
-            policy, self.environment, tasks, max_new_tokens=c.eval.max_new_tokens, max_turns=c.eval.max_turns)]
+        results = evaluate_policy(policy, self.environment, tasks, max_new_tokens=c.eval.max_new_tokens,
+                                  max_turns=c.eval.max_turns, max_steps=settings["max_steps"])
         with self._store() as store:
             evaluation = record_evaluation(store, policy=policy, env=c.env, settings=settings, results=results,
                                            round=round_, label=name, step=step)
