@@ -225,7 +225,8 @@ def test_cli_synthesize(db, tmp_path):
     missing = runner.invoke(cli, ["synthesize", "--db", str(db), "--round", "4"])
     assert missing.exit_code == 1 and "no failure patterns in round 4; rounds with patterns: 1" in missing.output
     unknown = runner.invoke(cli, ["synthesize", "--db", str(db), "--synthesizer", "nope"])
-    assert unknown.exit_code == 1 and "unknown synthesizer 'nope'; known: llm, offline:bfcl" in unknown.output
+    assert unknown.exit_code == 1
+    assert "unknown synthesizer 'nope'; known: llm, llm-unguided, offline:bfcl" in unknown.output
     nostore = runner.invoke(cli, ["synthesize", "--db", str(tmp_path / "none.duckdb")])
     assert nostore.exit_code == 1 and "no store at" in nostore.output
     assert "Traceback" not in missing.output + unknown.output + nostore.output

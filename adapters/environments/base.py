@@ -123,6 +123,15 @@ class Environment(ABC):
         """A spec for an exploration episode: the seed task's world and tools, one turn of ``instruction``."""
         raise NotImplementedError(f"environment {self.name!r} does not support LLM exploration")
 
+    def exploration_worlds(self, n: int, seed: int) -> list[dict[str, Any]]:
+        """``n`` seed specs for unguided exploration (bootstrapping D_0): worlds built from the environment
+        itself, never from a shipped task, so the explored tasks stay apart from the held-out eval set. Each
+        can be passed to ``exploration_spec`` and ``spec_from_draft`` as ``seed_spec``. Deterministic in
+        ``seed``; world ``i`` must not change when more are asked for."""
+        raise NotImplementedError(
+            f"environment {self.name!r} has no worlds for unguided exploration (Environment.exploration_worlds), "
+            "so it cannot be bootstrapped; import a train task set instead")
+
     def draft_schema(self) -> dict[str, Any]:
         """JSON schema of one task draft as an LLM writes it for this environment."""
         raise NotImplementedError(f"environment {self.name!r} does not support LLM-written tasks")

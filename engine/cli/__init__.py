@@ -38,6 +38,7 @@ def cli() -> None:
 
 def _add_commands() -> None:
     from coevolve_engine.cli import (
+        bootstrap,
         curriculum,
         demo,
         drift,
@@ -55,7 +56,7 @@ def _add_commands() -> None:
     )
 
     for module in (store_commands, tasks, rollout, eval_cli, query, signals, patterns, summarize, synthesis,
-                   curriculum, export, run, drift, demo):
+                   curriculum, export, run, drift, demo, bootstrap):
         module.register(cli)
 
 

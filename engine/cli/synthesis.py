@@ -29,7 +29,9 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--synthesizer", default="offline:bfcl", show_default=True,
               help="A registered synthesizer. offline:bfcl recombines and perturbs the BFCL tasks of each "
                    "pattern (no model needed); llm explores the environment around each pattern with an explorer "
-                   "model and abstracts tasks from it (needs --model).")
+                   "model and abstracts tasks from it (needs --model); llm-unguided explores generated worlds of "
+                   "--env with no pattern or signal (the 'random exploration' ablation; needs --model).")
+@click.option("--env", default="bfcl", show_default=True, help="llm-unguided: the environment to explore.")
 @click.option("--model", default=None, help="llm: the model that writes tasks (any litellm model string).")
 @click.option("--explorer-model", default=None, help="llm: the model that acts in the environment (default: --model).")
 @click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
@@ -37,7 +39,7 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--explorer-api-base", default=None, help="llm: base URL for --explorer-model (default: --api-base).")
 @click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True, help="llm: the API key.")
 @click.option("--tasks-per-pattern", type=click.IntRange(min=1), default=2, show_default=True,
-              help="llm: tasks to abstract from each pattern's exploration.")
+              help="llm: tasks to abstract from each pattern's exploration (llm-unguided: from each world's).")
 @click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
               help="llm: tool calls the explorer may make in one exploration.")
 @click.option("--no-cache", is_flag=True, help="llm: ask the models again even for requests answered before.")
@@ -47,7 +49,7 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
               help="Seed of every random choice: the same store and seed give the same candidates.")
 @db_option
 @wait_option
-def synthesize(round_: int | None, synthesizer: str, model: str | None, explorer_model: str | None,
+def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None, explorer_model: str | None,
                api_base: str | None, explorer_api_base: str | None, api_key: str | None, tasks_per_pattern: int,
                max_explore_steps: int, no_cache: bool, max_candidates: int, seed: int, db: Path,
                wait: float) -> None:
@@ -59,12 +61,16 @@ def synthesize(round_: int | None, synthesizer: str, model: str | None, explorer
     from coevolve_engine.synthesis.candidates import synthesize as propose
 
     options: dict = {}
-    if synthesizer == "llm":
+    if synthesizer in ("llm", "llm-unguided"):
         if not model:
-            raise click.UsageError("--synthesizer llm needs --model")
+            raise click.UsageError(f"--synthesizer {synthesizer} needs --model")
         options = dict(store_path=db, model=model, explorer_model=explorer_model, api_base=api_base,
-                       explorer_api_base=explorer_api_base, api_key=api_key, tasks_per_pattern=tasks_per_pattern,
-                       max_explore_steps=max_explore_steps, cache=not no_cache)
+                       explorer_api_base=explorer_api_base, api_key=api_key, max_explore_steps=max_explore_steps,
+                       cache=not no_cache)
+        if synthesizer == "llm":
+            options["tasks_per_pattern"] = tasks_per_pattern
+        else:
+            options.update(env=env, tasks_per_world=tasks_per_pattern)
     with Store(db, create=False, wait=wait) as store:
         report = propose(store, round=round_, synthesizer=synthesizer, max_candidates=max_candidates, seed=seed,
                          options=options)
@@ -79,7 +85,8 @@ Checks, in order; the first that fails is the candidate's reason:
   synthesis      the synthesizer wrote a task (an LLM answer that never fit the schema is kept, rejected)
   schema         the environment accepts the spec
   ground_truth   the reference solution replays with no error and scores 1
-  novelty        prompt similarity to the stored tasks and earlier accepted candidates < threshold
+  novelty        prompt similarity to the training tasks and earlier accepted candidates < threshold
+                 (eval tasks take no part; the similarity to them is kept in eval_similarity)
   agent_attempt  with --agent-model: K rollouts, success rate recorded (rejects only above --max-success-rate)
   judge          with --judge-model: an LLM rules on the task with a strict rubric (prompt judge.md)
 \b
@@ -89,7 +96,8 @@ Examples:
   coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 -k 4""")
 @round_option("Only the candidates of this round (default: every pending candidate).")
 @click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
-              help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored task's.")
+              help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored training "
+                   "task's.")
 @click.option("--agent-model", default=None,
               help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
                    "directory) and record its success rate.")

@@ -55,6 +55,13 @@ SYNTHESIZERS.register(
     install_hint="pip install 'coevolve-engine[agents]'",
     description="an explorer model acts in the environment around each pattern; a model abstracts tasks from it",
 )
+SYNTHESIZERS.register(
+    "llm-unguided",
+    "coevolve_engine.synthesis.bootstrap:UnguidedSynthesizer",
+    install_hint="pip install 'coevolve-engine[agents]'",
+    description="an explorer model acts freely in generated worlds of the environment, no pattern or signal "
+                "(D_0 bootstrapping; the 'random exploration' ablation)",
+)
 
 
 def canonical_json(value: Any) -> str:
@@ -203,9 +210,14 @@ def load_patterns(store: "Store", round: int | None = None) -> list[FailurePatte
 # -- synthesizers ----------------------------------------------------------------------------------------
 
 class Synthesizer(ABC):
-    """Proposes candidate tasks for failure patterns. Implementations must be deterministic given ``seed``."""
+    """Proposes candidate tasks for failure patterns. Implementations must be deterministic given ``seed``.
+
+    A synthesizer with ``needs_patterns = False`` (unguided exploration) also runs for a round without
+    patterns; ``synthesize`` then passes it the round too, as ``propose(..., round=R)``.
+    """
 
     name: ClassVar[str]
+    needs_patterns: ClassVar[bool] = True
 
     @abstractmethod
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
@@ -314,22 +326,30 @@ def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "
                ) -> SynthesisReport:
     """Propose candidates for the failure patterns of ``round`` (default: the latest) and store them as pending.
 
+    A synthesizer that does not need patterns (``needs_patterns = False``, e.g. ``llm-unguided``) runs without
+    them: its candidates belong to ``round`` (default: the latest round with patterns, else 0).
+
     Proposing is deterministic in ``seed``, and a candidate already stored is not added again, so running the
     same call twice adds nothing the second time.
     """
     if max_candidates < 1:
         raise CoevolveError(f"max_candidates must be >= 1, got {max_candidates}")
+    guided = getattr(SYNTHESIZERS.load(synthesizer), "needs_patterns", True)
     if round is None:
         round = latest_pattern_round(store)
-        if round is None:
+        if round is None and guided:
             raise CoevolveError("the store has no failure patterns yet: cluster the flagged trajectories first")
+        round = 0 if round is None else round
     patterns = load_patterns(store, round)
-    if not patterns:
+    if not patterns and guided:
         rounds = [r for (r,) in store.execute("SELECT DISTINCT round FROM failure_patterns ORDER BY round").fetchall()]
         raise CoevolveError(f"no failure patterns in round {round}; rounds with patterns: "
                             f"{', '.join(map(str, rounds)) or '(none)'}")
     proposer = load_synthesizer(synthesizer, **dict(options or {}))
-    candidates = proposer.propose(store, patterns, max_candidates=max_candidates, seed=seed)
+    if guided:
+        candidates = proposer.propose(store, patterns, max_candidates=max_candidates, seed=seed)
+    else:  # unguided: patterns are ignored, the round names its candidates
+        candidates = proposer.propose(store, patterns, max_candidates=max_candidates, seed=seed, round=round)
     added = write_candidates(store, candidates)
     by_signal: dict[str, int] = {}
     for candidate in candidates:

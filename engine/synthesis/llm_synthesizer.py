@@ -13,15 +13,21 @@ For a pattern, with its LLM summary (``summarize``) as guidance:
 Every model call goes through ``LLMClient`` and so is logged (and cached) in ``llm_calls``. A pattern whose
 exploration or abstraction fails still yields one candidate, carrying the failure as its ``synthesis_error``,
 which validation rejects with that reason: nothing is lost silently.
+
+``ExplorationSynthesizer`` holds what every LLM synthesizer shares (the two clients, one exploration episode
+followed by the ``abstract`` prompt); the unguided synthesizer that bootstraps D_0
+(``coevolve_engine.synthesis.bootstrap``) uses it with no pattern.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from coevolve_engine.adapters.agents.base import Agent, AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
+from coevolve_engine.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError
 from coevolve_engine.prompts import Prompt, load_prompt
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer
@@ -88,7 +94,89 @@ def _tool_names(tools: list[dict[str, Any]]) -> str:
     )
 
 
-class LLMSynthesizer(Synthesizer):
+class ExplorationFailed(CoevolveError):
+    """Exploration or abstraction gave no task; ``stage`` says which ('exploration' or 'abstraction')."""
+
+    def __init__(self, stage: str, error: str) -> None:
+        super().__init__(f"{stage}: {error}")
+        self.stage, self.error = stage, error
+
+
+@dataclass(frozen=True)
+class WrittenTask:
+    """A task the abstraction wrote: its first user message, its spec in the seed's world, and provenance
+    (carrying ``synthesis_error`` when the draft is flawed, e.g. too few calls)."""
+
+    prompt: str
+    spec: dict[str, Any]
+    provenance: dict[str, Any]
+
+
+class ExplorationSynthesizer(Synthesizer):
+    """What every LLM synthesizer shares: the explorer and abstraction clients, and ``explore_and_abstract``
+    (one exploration episode in a world, then the ``abstract`` prompt turning it into task drafts)."""
+
+    def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
+                 api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
+                 max_explore_steps: int = 12, min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0,
+                 retries: int = 2, cache: bool = True) -> None:
+        common = dict(temperature=temperature, timeout=timeout, retries=retries, cache=cache)
+        self.client = LLMClient(store_path, model, api_base=api_base, api_key=api_key, **common)
+        self.explorer = LLMClient(store_path, explorer_model or model, api_base=explorer_api_base or api_base,
+                                  api_key=api_key, **common)
+        self.max_explore_steps = max_explore_steps
+        self.min_calls = min_calls
+
+    def explore_and_abstract(self, env: "Environment", seed_spec: dict[str, Any], *, label: str,
+                             explore_prompt: Prompt, abstract_prompt: Prompt, values: dict[str, Any],
+                             provenance: dict[str, Any], wanted: int) -> list[WrittenTask]:
+        """Explore ``seed_spec``'s world as episode ``label``, then abstract at most ``wanted`` tasks from it.
+
+        ``values`` fill both prompts (``exploration`` and ``tools`` are added here); ``provenance`` gets
+        ``exploration_actions`` and ``abstraction_call`` as they become known, so a failure raised after them
+        (``ExplorationFailed``) still finds them there.
+        """
+        messages = _render(explore_prompt, values)
+        system = next((m["content"] for m in messages if m["role"] == "system"), None)
+        instruction = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
+        try:
+            spec = env.exploration_spec(seed_spec, instruction)
+            episode_tools = env.start(label, spec)
+        except (NotImplementedError, ValueError) as exc:
+            raise ExplorationFailed("exploration", str(exc)) from exc
+        try:
+            episode_tools.next_turn()
+            tools = episode_tools.tools()
+        finally:
+            episode_tools.close()
+        explorer = LoggedAgent(self.explorer, purpose="exploration", prompt_version=explore_prompt.id,
+                               system_prompt=system, max_steps=self.max_explore_steps)
+        rollout = explorer.run(env, label, spec)
+        provenance["exploration_actions"] = rollout.actions
+        if rollout.error is not None:
+            raise ExplorationFailed("exploration", rollout.error)
+        values = {**values, "exploration": render_exploration(rollout), "tools": _tool_names(tools)}
+        schema = {"type": "object", "additionalProperties": False, "required": ["tasks"],
+                  "properties": {"tasks": {"type": "array", "minItems": 1, "items": env.draft_schema()}}}
+        try:
+            result = self.client.complete("abstraction", abstract_prompt.id, _render(abstract_prompt, values),
+                                          json_schema=schema)
+        except LLMError as exc:
+            raise ExplorationFailed("abstraction", str(exc)) from exc
+        provenance["abstraction_call"] = result.call_id
+        written = []
+        for index, draft in enumerate(result.data["tasks"][:wanted]):
+            calls = sum(len(turn) for turn in draft.get("ground_truth", []))
+            problems = [] if calls >= self.min_calls else [
+                f"the ground truth makes {calls} calls; a task needs at least {self.min_calls}"]
+            task_provenance = {**provenance, "draft": index, "completion_criterion": draft.get("completion_criterion")}
+            if problems:
+                task_provenance["synthesis_error"] = "abstraction: " + "; ".join(problems)
+            written.append(WrittenTask(draft["turns"][0], env.spec_from_draft(seed_spec, draft), task_provenance))
+        return written
+
+
+class LLMSynthesizer(ExplorationSynthesizer):
     """Signal-guided exploration and abstraction with any litellm model (``model``; ``explorer_model`` acts)."""
 
     name = NAME
@@ -99,13 +187,10 @@ class LLMSynthesizer(Synthesizer):
                  temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True) -> None:
         if tasks_per_pattern < 1:
             raise ValueError(f"tasks_per_pattern must be >= 1, got {tasks_per_pattern}")
-        common = dict(temperature=temperature, timeout=timeout, retries=retries, cache=cache)
-        self.client = LLMClient(store_path, model, api_base=api_base, api_key=api_key, **common)
-        self.explorer = LLMClient(store_path, explorer_model or model, api_base=explorer_api_base or api_base,
-                                  api_key=api_key, **common)
+        super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
+                         api_key=api_key, explorer_api_base=explorer_api_base, max_explore_steps=max_explore_steps,
+                         min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache)
         self.tasks_per_pattern = tasks_per_pattern
-        self.max_explore_steps = max_explore_steps
-        self.min_calls = min_calls
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
                 seed: int) -> list[Candidate]:
@@ -142,8 +227,8 @@ class LLMSynthesizer(Synthesizer):
             "n_tasks": self.tasks_per_pattern,
         }
 
-    def _failed(self, env: "Environment", pattern: FailurePattern, seed_task: dict[str, Any], stage: str,
-                error: str, provenance: dict[str, Any]) -> Candidate:
+    def _failed(self, env: "Environment", pattern: FailurePattern, stage: str, error: str,
+                provenance: dict[str, Any]) -> Candidate:
         spec = {"unwritten": True, "pattern_id": pattern.pattern_id, "stage": stage, "error": error}
         return Candidate.create(
             round=pattern.round, pattern_id=pattern.pattern_id, signal=pattern.dominant_signal, env=env.name,
@@ -153,7 +238,6 @@ class LLMSynthesizer(Synthesizer):
 
     def _for_pattern(self, env: "Environment", pattern: FailurePattern, seed_task: dict[str, Any], wanted: int,
                      seed: int) -> list[Candidate]:
-        values = self._values(pattern, seed_task)
         explore_prompt = load_prompt(EXPLORE_PROMPTS.get(pattern.dominant_signal, "explore_boundary"))
         abstract_prompt = load_prompt("abstract")
         provenance: dict[str, Any] = {
@@ -161,45 +245,14 @@ class LLMSynthesizer(Synthesizer):
             "model": self.client.model, "explorer_model": self.explorer.model,
             "prompt_versions": [explore_prompt.id, abstract_prompt.id],
         }
-        messages = _render(explore_prompt, values)
-        system = next((m["content"] for m in messages if m["role"] == "system"), None)
-        instruction = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
         try:
-            spec = env.exploration_spec(seed_task["spec"], instruction)
-            episode_tools = env.start(f"explore/{pattern.pattern_id}", spec)
-        except (NotImplementedError, ValueError) as exc:
-            return [self._failed(env, pattern, seed_task, "exploration", str(exc), provenance)]
-        try:
-            episode_tools.next_turn()
-            tools = episode_tools.tools()
-        finally:
-            episode_tools.close()
-        explorer = LoggedAgent(self.explorer, purpose="exploration", prompt_version=explore_prompt.id,
-                               system_prompt=system, max_steps=self.max_explore_steps)
-        rollout = explorer.run(env, f"explore/{pattern.pattern_id}", spec)
-        provenance["exploration_actions"] = rollout.actions
-        if rollout.error is not None:
-            return [self._failed(env, pattern, seed_task, "exploration", rollout.error, provenance)]
-        values.update(exploration=render_exploration(rollout), tools=_tool_names(tools))
-        schema = {"type": "object", "additionalProperties": False, "required": ["tasks"],
-                  "properties": {"tasks": {"type": "array", "minItems": 1, "items": env.draft_schema()}}}
-        try:
-            result = self.client.complete("abstraction", abstract_prompt.id, _render(abstract_prompt, values),
-                                          json_schema=schema)
-        except LLMError as exc:
-            return [self._failed(env, pattern, seed_task, "abstraction", str(exc), provenance)]
-        provenance["abstraction_call"] = result.call_id
-        candidates = []
-        for index, draft in enumerate(result.data["tasks"][:wanted]):
-            calls = sum(len(turn) for turn in draft.get("ground_truth", []))
-            problems = [] if calls >= self.min_calls else [
-                f"the ground truth makes {calls} calls; a task needs at least {self.min_calls}"]
-            spec = env.spec_from_draft(seed_task["spec"], draft)
-            task_provenance = {**provenance, "draft": index, "completion_criterion": draft.get("completion_criterion")}
-            if problems:
-                task_provenance["synthesis_error"] = "abstraction: " + "; ".join(problems)
-            candidates.append(Candidate.create(
-                round=pattern.round, pattern_id=pattern.pattern_id, signal=pattern.dominant_signal, env=env.name,
-                synthesizer=NAME, prompt=draft["turns"][0], spec=spec, provenance=task_provenance,
-            ))
-        return candidates
+            written = self.explore_and_abstract(
+                env, seed_task["spec"], label=f"explore/{pattern.pattern_id}", explore_prompt=explore_prompt,
+                abstract_prompt=abstract_prompt, values=self._values(pattern, seed_task), provenance=provenance,
+                wanted=wanted)
+        except ExplorationFailed as exc:
+            return [self._failed(env, pattern, exc.stage, exc.error, provenance)]
+        return [Candidate.create(round=pattern.round, pattern_id=pattern.pattern_id, signal=pattern.dominant_signal,
+                                 env=env.name, synthesizer=NAME, prompt=task.prompt, spec=task.spec,
+                                 provenance=task.provenance)
+                for task in written]

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator
 from coevolve_engine.adapters.environments.base import Environment, Episode, SpecError, ToolCall
 from coevolve_engine.adapters.environments.bfcl.api_state import ScenarioLoadError
 from coevolve_engine.adapters.environments.bfcl.multi_turn import MultiTurnEpisode
-from coevolve_engine.adapters.environments.bfcl import drafts
+from coevolve_engine.adapters.environments.bfcl import drafts, worlds
 from coevolve_engine.adapters.environments.bfcl.shipped import (
     CATEGORIES,
     INSTALL_HINT,
@@ -97,6 +97,10 @@ class BFCLEnvironment(Environment):
         if seed_spec.get("kind") != "multi_turn":
             raise ValueError("only multi-turn BFCL tasks can seed an exploration")
         return drafts.exploration_spec(seed_spec, instruction)
+
+    def exploration_worlds(self, n: int, seed: int) -> list[dict[str, Any]]:
+        """Multi-turn worlds of BFCL's class combinations with generated initial states (``worlds``)."""
+        return worlds.exploration_worlds(n, seed)
 
     def draft_schema(self) -> dict[str, Any]:
         return drafts.DRAFT_SCHEMA

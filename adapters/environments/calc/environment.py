@@ -9,6 +9,7 @@ none failed, and ``x`` ends at the target.
 from __future__ import annotations
 
 import copy
+import random
 from typing import Any, Iterator
 
 from coevolve_engine.adapters.environments.base import (
@@ -182,6 +183,13 @@ class CalcEnvironment(Environment):
 
     def exploration_spec(self, seed_spec: dict[str, Any], instruction: str) -> dict[str, Any]:
         return drafts.exploration_spec(seed_spec, instruction)
+
+    def exploration_worlds(self, n: int, seed: int) -> list[dict[str, Any]]:
+        """Calc's world is its start value: ``n`` of them in -20..50, world ``i`` drawn from ``(seed, i)``."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        return [{"kind": "calc", "start": random.Random(f"calc-world/{seed}/{index}").randint(-20, 50)}
+                for index in range(n)]
 
     def draft_schema(self) -> dict[str, Any]:
         return drafts.DRAFT_SCHEMA
