@@ -97,3 +97,32 @@ def test_differences_name_the_changed_dotted_keys():
     a = RunConfig(trainer=RunConfig().trainer.__class__(model="p")).to_dict()
     b = load_config(None, ["trainer.model=p", "trainer.options.beta=0.0", "seed=3"]).to_dict()
     assert list(differences(a, b)) == ["seed", "trainer.options.beta"]
+
+
+def test_list_settings_come_from_the_file_and_from_set_and_print_back(tmp_path):
+    path = write(tmp_path, "[trainer]\nmodel = 'p'\n[signals]\nuse = ['rare', 'forgetting']\n")
+    assert load_config(path).signals.use == ["rare", "forgetting"]
+    assert load_config(path).signals_used == ("forgetting", "rare")  # canonical order
+    assert load_config(path, ["signals.use=['boundary']"]).signals.use == ["boundary"]
+    assert load_config(None, ["trainer.model=p"]).signals_used is None  # all three: no filter
+    text = render_template(load_config(path))
+    assert tomllib.loads(text)["signals"]["use"] == ["rare", "forgetting"]
+    assert 'use = ["rare", "forgetting"]' in text and "[bootstrap]" in text and "enabled = true" in text
+
+
+def test_a_value_no_run_could_use_is_refused_naming_the_file(tmp_path):
+    path = write(tmp_path, "[trainer]\nmodel = 'p'\n[bootstrap]\nn = 3\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"{path}: bootstrap.explorer_model is required when bootstrap.n > 0")
+
+
+def test_a_round_stored_before_a_setting_existed_compares_as_its_default():
+    """A run resumed after an upgrade: its stored config lacks the newer settings, which then read as defaults."""
+    from coevolve_engine.loop.config import config_from_dict
+
+    current = load_config(None, ["trainer.model=p"]).to_dict()
+    stored = {**current, "signals": {k: v for k, v in current["signals"].items() if k != "use"},
+              "validation": {k: v for k, v in current["validation"].items() if k != "enabled"}}
+    del stored["bootstrap"]
+    assert list(differences(config_from_dict(stored).to_dict(), current)) == []

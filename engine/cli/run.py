@@ -40,6 +40,7 @@ Examples:
   coevolve-engine run --config run.toml               run (or resume) until `rounds` rounds are finished
   coevolve-engine run --config run.toml --rounds 4    two more rounds after a finished 2-round run
   coevolve-engine run --config run.toml --set trainer.steps_per_round=4 --set trainer.options.learning_rate=1e-3
+  coevolve-engine run --config recipes/no_rare.toml --print-config   a recipe merged over the one it extends
 \b
 Watch it from another shell (the store is free between units of work):
   coevolve-engine query "select round, phase, status, attempts, seconds from run_phases order by all"
@@ -62,6 +63,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
 
     \b
     Each round R:
+      bootstrap   (round 0, if bootstrap.n > 0) D_0: tasks from unguided LLM exploration, validated
       weights     the task distribution round R trains on (curriculum.strategy), from the store
       warmup      (round 0, if warmup.steps > 0) SFT of the policy on the store's successful rollouts
       train       F = trainer.steps_per_round steps; every rollout is written to the store with its step
@@ -70,6 +72,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
       patterns    the round's flagged rollouts clustered into failure patterns
       synthesize  candidate tasks proposed around each pattern
       validate    candidates checked; accepted ones become tasks, drawn from round R + 1 on
+    (with synthesis.synthesizer = "none" a round is weights, train and eval only: no feedback)
 
     Every phase records in the store (table run_phases) when it finished, with what it produced. Stop the
     run at any moment, even with kill -9, and run the same command again: it resumes at the first unfinished

@@ -6,6 +6,9 @@
 A section is a dataclass whose fields carry ``metadata={"help": ...}``; ``options``/``settings`` fields are
 free-form tables handed to a plugin (the trainer, the synthesizer, the curriculum strategy), which checks
 them itself. Unknown keys and values of the wrong type are refused with the file and the dotted key.
+
+A file may start with ``extends = "other.toml"`` (relative to the file; chains allowed, cycles refused): it is
+then read over that file and states only what differs, as the ablation recipes under ``recipes/`` do.
 """
 
 from __future__ import annotations
@@ -28,11 +31,32 @@ class ConfigError(CoevolveError):
 def setting(default: Any, help: str, **kwargs: Any) -> Any:
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"help": help, **kwargs})
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help, **kwargs})
     return field(default=default, metadata={"help": help, **kwargs})
 
 
 def section(cls: type, help: str) -> Any:
     return field(default_factory=cls, metadata={"help": help})
+
+
+SIGNAL_NAMES = ("forgetting", "boundary", "rare")
+
+
+@dataclass
+class BootstrapConfig:
+    n: int = setting(0, "N: build the initial task set D_0 in round 0, before anything else, from this many "
+                        "tasks an explorer model proposes by exploring the environment with no guidance (each "
+                        "validated; accepted ones become training tasks). 0: no bootstrap, the store's training "
+                        "tasks are used as they are.")
+    explorer_model: str = setting("", "The model that explores the environment (litellm string, e.g. "
+                                      "openai/Qwen2.5-72B-Instruct); required when n > 0.")
+    model: str = setting("", "The model that turns each exploration into a task (litellm string); empty: the "
+                             "explorer model.")
+    api_base: str = setting("", "Base URL of an OpenAI-compatible server for both models; empty: the provider's "
+                                "default.")
+    options: dict = setting({}, "Further settings passed to the bootstrap as they are (see `coevolve-engine "
+                                "bootstrap --help`).")
 
 
 @dataclass
@@ -66,6 +90,9 @@ class SignalsConfig:
     w: int = setting(3, "Forgetting: compare a task's score with its W most recent earlier scores.")
     theta: float = setting(5.0, "Rare: an action pattern whose share of all patterns so far is below THETA percent.")
     min_n: int = setting(50, "Rare: only once at least this many trajectories have an action pattern.")
+    use: list = setting(list(SIGNAL_NAMES), "The signals whose flagged trajectories are clustered into failure "
+                                            "patterns (so guide synthesis); every signal is still computed and "
+                                            "counted. Drop one for the paper's 'without X' ablations.")
 
 
 @dataclass
@@ -77,8 +104,11 @@ class PatternsConfig:
 
 @dataclass
 class SynthesisConfig:
-    synthesizer: str = setting("offline:bfcl", "The synthesizer: offline:bfcl (no model needed), llm, or a "
-                                               "plugin's name.")
+    synthesizer: str = setting("offline:bfcl", "The synthesizer: offline:bfcl (no model needed), llm, "
+                                               "llm-unguided (explores with no pattern guidance: the paper's "
+                                               "'random exploration' ablation), a plugin's name, or none: no "
+                                               "feedback at all (rounds are weights, train and eval only: the "
+                                               "paper's 'synthesis only' ablation, with D_0 from [bootstrap]).")
     max_candidates: int = setting(20, "Candidate tasks to propose per round, shared among the round's patterns.")
     summary_model: str = setting("", "llm: summarise each failure pattern with this model first (litellm string); "
                                      "empty: no summaries.")
@@ -88,6 +118,10 @@ class SynthesisConfig:
 
 @dataclass
 class ValidationConfig:
+    enabled: bool = setting(True, "false: the paper's 'without validation' ablation: a candidate is accepted "
+                                  "once its synthesizer wrote a task and the environment accepts its spec (the "
+                                  "checks any runnable task needs); ground truth, novelty, agent attempt and "
+                                  "judge are skipped, so the settings below are unused.")
     novelty_threshold: float = setting(0.95, "Reject a candidate whose prompt has a cosine similarity at least "
                                              "this high to a stored task's.")
     agent_model: str = setting("", "Also roll this agent out K times on each candidate (litellm string or local "
@@ -125,6 +159,8 @@ class RunConfig:
     env_options: dict = setting({}, "Options passed to the environment.")
     rounds: int = setting(2, "Rounds the run should have finished when it stops (a rerun with more extends it).")
     seed: int = setting(0, "Seed of every random choice; round R uses SEED + R.")
+    bootstrap: BootstrapConfig = section(BootstrapConfig, "Optional initial task set D_0, built by unguided LLM "
+                                                          "exploration before round 0.")
     warmup: WarmupConfig = section(WarmupConfig, "Optional supervised warm-up of the policy before round 0.")
     trainer: TrainerConfig = section(TrainerConfig, "The trainer and the policy.")
     signals: SignalsConfig = section(SignalsConfig, "The signal constants (forgetting, boundary, rare).")
@@ -144,7 +180,7 @@ class RunConfig:
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value in {"warmup.steps": self.warmup.steps, "eval.every": self.eval.every,
-                           "eval.max_tasks": self.eval.max_tasks}.items():
+                           "eval.max_tasks": self.eval.max_tasks, "bootstrap.n": self.bootstrap.n}.items():
             if value < 0:
                 raise ConfigError(f"{key} must be >= 0, got {value}")
         for key, value in {"eval.max_new_tokens": self.eval.max_new_tokens,
@@ -165,6 +201,25 @@ class RunConfig:
             self.signal_params()
         except ValueError as exc:
             raise ConfigError(f"signals: {exc}") from None
+        use = self.signals.use
+        unknown = [name for name in use if name not in SIGNAL_NAMES]
+        if unknown or not use or len(set(use)) != len(use):
+            raise ConfigError(f"signals.use must list distinct signals among {', '.join(SIGNAL_NAMES)}, got {use!r}"
+                              + (" (to switch all feedback off, set synthesis.synthesizer = \"none\")" if not use
+                                 else ""))
+        if self.bootstrap.n > 0 and not self.bootstrap.explorer_model:
+            raise ConfigError(f"bootstrap.explorer_model is required when bootstrap.n > 0 (got n = {self.bootstrap.n})")
+
+    @property
+    def feedback(self) -> bool:
+        """Whether rounds look at the signals and synthesize tasks (false for synthesis.synthesizer = "none")."""
+        return self.synthesis.synthesizer != "none"
+
+    @property
+    def signals_used(self) -> tuple[str, ...] | None:
+        """The signals patterns are built from, in canonical order; None when all of them are."""
+        used = tuple(name for name in SIGNAL_NAMES if name in self.signals.use)
+        return None if used == SIGNAL_NAMES else used
 
     def signal_params(self):
         from coevolve_engine.signals import SignalParams
@@ -184,7 +239,7 @@ def _is_section(f: dataclasses.Field) -> bool:
     return isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)
 
 
-_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
 
 
 def _expected(default: Any) -> tuple[type, ...]:
@@ -218,6 +273,11 @@ def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -
         expected = _expected(default)
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             raise ConfigError(f"{where}: {prefix}{key} must be {_KINDS[expected[-1]]}, got {value!r}")
+        if isinstance(default, list):
+            kinds = {type(item) for item in default} or {str}
+            if any(type(item) not in kinds for item in value):
+                raise ConfigError(f"{where}: {prefix}{key} must be a list of strings, got {value!r}")
+            value = list(value)
         kwargs[key] = float(value) if expected[-1] is float else value
     return cls(**kwargs)
 
@@ -245,26 +305,66 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     table[last] = _parse_value(text.strip())
 
 
+def _read_table(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file (write one with `coevolve-engine run --print-config > "
+                          f"{path}`)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` laid over it: tables merge key by key, any other value replaces."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The raw table of a config file, with the file named by its top-level ``extends`` key (a path relative to
+    this file; that file may extend another) underneath: this file states only what differs. Each file's keys
+    are checked against the settings on their own, so an error names the file that has the bad key."""
+    path = Path(path)
+    resolved = path.resolve()
+    if resolved in _chain:
+        cycle = " -> ".join(p.name for p in (*_chain[_chain.index(resolved):], resolved))
+        raise ConfigError(f"{path}: `extends` makes a cycle: {cycle}")
+    data = _read_table(path)
+    parent = data.pop("extends", None)
+    _build(RunConfig, data, str(path))  # unknown keys and wrong types, named in this file
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{path}: extends must be the path of another config file, got {parent!r}")
+    base = read_config_file(path.parent / parent, (*_chain, resolved))
+    return merge(base, data)
+
+
 def load_config(path: Path | None, overrides: list[str] | tuple[str, ...] = (), *, check: bool = True) -> RunConfig:
-    """The file (if any) with the overrides applied, checked (unless ``check`` is false: a template may lack
-    the required fields)."""
+    """The file (if any, merged over the files it ``extends``) with the overrides applied, checked (unless
+    ``check`` is false: a template may lack the required fields)."""
     data: dict[str, Any] = {}
     where = "the command line"
     if path is not None:
         where = str(path)
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file (write one with `coevolve-engine run --print-config > "
-                              f"{path}`)") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data = read_config_file(Path(path))
     for override in overrides:
         apply_override(data, override)
         where = f"{path} with --set" if path is not None else "--set"
     config = _build(RunConfig, data, where)
     if check:
-        config.check()
+        try:
+            config.check()
+        except ConfigError as exc:
+            if path is None or str(path) in str(exc):
+                raise
+            raise ConfigError(f"{path}: {exc}") from None
     return config
 
 

@@ -1,20 +1,26 @@
 """The co-evolution loop: rounds of train -> eval -> signals -> patterns -> synthesize -> validate -> new weights.
 
-Round R runs these phases, in order (``warmup`` only in round 0, and only when configured):
+Round R runs these phases, in order (``bootstrap`` and ``warmup`` only in round 0, and only when configured;
+the last four only when the run has feedback, i.e. ``synthesis.synthesizer`` is not "none"):
 
+    bootstrap   the initial task set D_0: an explorer model explores the environment unguided, tasks are
+                abstracted and validated, accepted ones become training tasks (``[bootstrap]``, n > 0)
     weights     the task weights round R trains on (weight set R), from everything the store holds
     warmup      supervised fine-tuning of the starting policy on the store's successful trajectories
     train       F optimizer steps of the trainer, drawing GRPO groups by weight; every rollout goes to the store
     eval        the round's checkpoint (and in round 0 the starting policy) on the store's eval tasks, greedy;
                 results in evaluations / eval_results (every ``eval.every`` rounds; skipped without eval tasks)
     signals     what was flagged over the round's steps (forgetting, boundary, rare), counted
-    patterns    the flagged trajectories of the round's steps clustered into failure patterns (round R)
+    patterns    the flagged trajectories of the round's steps clustered into failure patterns (round R); only
+                trajectories flagged by the signals in ``signals.use``
     synthesize  candidate tasks proposed around each pattern, stored as pending
-    validate    each pending candidate checked; accepted ones become tasks, drawn from round R + 1 on
+    validate    each pending candidate checked; accepted ones become tasks, drawn from round R + 1 on (with
+                ``validation.enabled = false`` only the checks a runnable task needs: synthesis and schema)
 
 How a killed run resumes. ``run_phases`` has one row per phase started; a phase's outputs and its 'finished'
 mark are committed together where the phase writes in one transaction (weights, patterns). The others are
-safe to run again from the start: ``train`` first removes the rollouts an interrupted attempt wrote (the
+safe to run again from the start: ``bootstrap`` keeps what an earlier attempt stored and adds only what is
+missing; ``train`` first removes the rollouts an interrupted attempt wrote (the
 policy that wrote them died with the process) and trains again from the round's starting checkpoint with the
 same seed; ``synthesize`` adds only candidates not yet stored; ``validate`` checks only pending candidates,
 each verdict committed with its task. So a rerun starts at the first unfinished phase, and nothing is lost or
@@ -31,11 +37,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coevolve_engine.errors import CoevolveError
-from coevolve_engine.loop.config import ConfigError, RunConfig, differences
+from coevolve_engine.loop.config import ConfigError, RunConfig, config_from_dict, differences
 from coevolve_engine.loop.train_round import train_round
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
-PHASES = ("weights", "warmup", "train", "eval", "signals", "patterns", "synthesize", "validate")
+PHASES = ("bootstrap", "weights", "warmup", "train", "eval", "signals", "patterns", "synthesize", "validate")
+FEEDBACK_PHASES = ("signals", "patterns", "synthesize", "validate")
 
 ROUND_SIGNALS_SQL = """
 SELECT signal, count(DISTINCT trajectory_id) AS trajectories, count(DISTINCT task_id) AS tasks
@@ -92,9 +99,11 @@ class RunLoop:
     # -- the plan ------------------------------------------------------------------------------------------
 
     def phases(self, round_: int) -> list[str]:
-        every = self.config.eval.every
-        wanted = {"warmup": round_ == 0 and self.config.warmup.steps > 0,
-                  "eval": every > 0 and (round_ + 1) % every == 0}
+        c = self.config
+        every = c.eval.every
+        wanted = {"bootstrap": round_ == 0 and c.bootstrap.n > 0, "warmup": round_ == 0 and c.warmup.steps > 0,
+                  "eval": every > 0 and (round_ + 1) % every == 0,
+                  **{phase: c.feedback for phase in FEEDBACK_PHASES}}
         return [p for p in PHASES if wanted.get(p, True)]
 
     def _store(self, read_only: bool = False) -> Store:
@@ -139,14 +148,18 @@ class RunLoop:
 
     def _check_store(self) -> None:
         with self._store() as store:  # a write open applies pending migrations
-            if not store.scalar("SELECT count(*) FROM tasks WHERE env = $env", {"env": self.config.env}):
-                raise RunError(f"{self.db} has no {self.config.env} tasks to train on; import some first "
-                               f"(e.g. `coevolve-engine tasks import {self.config.env} ...`)")
+            train = store.scalar("SELECT count(*) FROM tasks WHERE env = $env AND split = 'train'",
+                                 {"env": self.config.env})
+            if not train and self.config.bootstrap.n == 0:
+                raise RunError(f"{self.db} has no {self.config.env} training tasks; import some first "
+                               f"(e.g. `coevolve-engine tasks import {self.config.env} ...`), or have the run "
+                               "build them (set bootstrap.n and bootstrap.explorer_model)")
             stored = store.execute("SELECT round, config FROM rounds WHERE status = 'running' ORDER BY round"
                                    ).fetchall()
         mine = _comparable(self.config.to_dict())
         for round_, text in stored:
-            theirs = _comparable(json.loads(text)) if text else {}
+            # through RunConfig, so a setting added since the round started compares as its default
+            theirs = _comparable(config_from_dict(json.loads(text)).to_dict()) if text else {}
             changed = list(differences(theirs, mine))
             if theirs and changed:
                 raise ConfigError(
@@ -187,18 +200,18 @@ class RunLoop:
                             {"r": round_, "p": phase})
         return bool(previous)
 
-    @staticmethod
-    def _mark(con, round_: int, phase: str, outputs: dict[str, Any], seconds: float) -> None:
+    def _mark(self, con, round_: int, phase: str, outputs: dict[str, Any], seconds: float) -> None:
+        """Record the phase as finished (and the round, after its last phase), inside the caller's transaction."""
         con.execute("UPDATE run_phases SET status = 'finished', finished_at = current_timestamp, seconds = $s, "
                     "outputs = $o WHERE round = $r AND phase = $p",
                     {"r": round_, "p": phase, "s": seconds, "o": _json(outputs)})
+        if phase == self.phases(round_)[-1]:
+            con.execute("UPDATE rounds SET status = 'finished', finished_at = current_timestamp "
+                        "WHERE round = $r", {"r": round_})
 
     def _finish(self, round_: int, phase: str, outputs: dict[str, Any], seconds: float) -> None:
         with self._store() as store, store.transaction() as con:
             self._mark(con, round_, phase, outputs, seconds)
-            if phase == self.phases(round_)[-1]:
-                con.execute("UPDATE rounds SET status = 'finished', finished_at = current_timestamp "
-                            "WHERE round = $r", {"r": round_})
 
     # -- where a round starts ------------------------------------------------------------------------------
 
@@ -229,6 +242,26 @@ class RunLoop:
         return int(first), int(first) + self.config.trainer.steps_per_round - 1
 
     # -- the phases ----------------------------------------------------------------------------------------
+
+    def _phase_bootstrap(self, round_: int, label: str) -> dict[str, Any]:
+        """D_0: ``bootstrap.n`` tasks from unguided exploration (idempotent: a rerun adds only what is missing)."""
+        from coevolve_engine.synthesis.bootstrap import bootstrap
+
+        c = self.config
+        b = c.bootstrap
+        self.echo(f"{label} {b.n} tasks by unguided exploration with {b.explorer_model}")
+        options = {"novelty_threshold": c.validation.novelty_threshold, "wait": self.wait,
+                   "progress": lambda line: self.echo(f"{label} {line}"), **b.options}
+        report = bootstrap(self.db, env=c.env, n=b.n, explorer_model=b.explorer_model, model=b.model or None,
+                           api_base=b.api_base or None, seed=c.seed, round=0, **options)
+        with self._store(read_only=True) as store:
+            train = store.scalar("SELECT count(*) FROM tasks WHERE env = $env AND split = 'train'", {"env": c.env})
+        if not train:
+            raise RunError(f"the bootstrap accepted no {c.env} task, so there is nothing to train on; see why with "
+                           "`coevolve-engine candidates --db ... --verdict rejected`")
+        outputs = _plain(report)
+        outputs["train_tasks"] = train
+        return outputs
 
     def _phase_weights(self, round_: int, label: str) -> None:
         from coevolve_engine.curriculum import compute_weights
@@ -381,8 +414,11 @@ class RunLoop:
         with self._store(read_only=True) as store, signal_snapshot(store, params):
             totals = _round_totals(store, self.config, first, last)
             by_signal = store.execute(ROUND_SIGNALS_SQL, {**params.bind(), "first": first, "last": last}).fetchall()
-        return {"first_step": first, "last_step": last, **totals,
-                "by_signal": {signal: {"trajectories": n, "tasks": tasks} for signal, n, tasks in by_signal}}
+        outputs = {"first_step": first, "last_step": last, **totals,
+                   "by_signal": {signal: {"trajectories": n, "tasks": tasks} for signal, n, tasks in by_signal}}
+        if self.config.signals_used is not None:
+            outputs["used"] = list(self.config.signals_used)  # all are counted; only these make patterns
+        return outputs
 
     def _phase_patterns(self, round_: int, label: str) -> None:
         from coevolve_engine.patterns import find_patterns
@@ -392,16 +428,19 @@ class RunLoop:
         first, last = self._round_steps(round_)
         params = c.signal_params()
         started = time.perf_counter()
+        used = c.signals_used
         with self._store() as store, store.transaction() as con:
-            flagged = select_flagged(store, last, params, limit=1, first_step=first).flagged
+            flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
             con.execute("DELETE FROM pattern_members WHERE pattern_id IN "
                         "(SELECT pattern_id FROM failure_patterns WHERE round = $r)", {"r": round_})
             con.execute("DELETE FROM failure_patterns WHERE round = $r", {"r": round_})
             outputs: dict[str, Any] = {"flagged": flagged, "patterns": 0}
+            if used is not None:
+                outputs["signals"] = list(used)  # flagged counts only trajectories carrying one of these
             if flagged:
                 report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
                                        max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
-                                       seed=c.seed + round_, replace=True,
+                                       seed=c.seed + round_, replace=True, signals=used,
                                        progress=lambda line: self.echo(f"{label} {line}"))
                 outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
                                sizes=report.sizes,
@@ -412,20 +451,32 @@ class RunLoop:
     def _phase_synthesize(self, round_: int, label: str) -> dict[str, Any]:
         from coevolve_engine.synthesis.candidates import synthesize
 
+        import inspect
+
+        from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+
         c = self.config.synthesis
+        synthesizer = SYNTHESIZERS.load(c.synthesizer)
+        guided = getattr(synthesizer, "needs_patterns", True)
         with self._store(read_only=True) as store:
             patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
-        if not patterns:
+        if not patterns and guided:
             return {"patterns": 0, "proposed": 0, "added": 0, "skipped": "no failure patterns this round"}
         options = dict(c.options)
-        if c.synthesizer == "llm":
+        accepted = inspect.signature(synthesizer).parameters
+        if "store_path" in accepted:
             options.setdefault("store_path", self.db)
-            if c.summary_model:
-                self._summarise(round_, label)
-        self.echo(f"{label} {c.synthesizer}: up to {c.max_candidates} candidates for {patterns} patterns")
+        if "env" in accepted:
+            options.setdefault("env", self.config.env)
+        if c.synthesizer == "llm" and c.summary_model:
+            self._summarise(round_, label)
+        # an unguided synthesizer explores worlds drawn from its seed; SEED itself went to the bootstrap (D_0)
+        seed = self.config.seed + round_ + (0 if guided else 1)
+        what = f"for {patterns} patterns" if guided else "by unguided exploration (patterns are not used)"
+        self.echo(f"{label} {c.synthesizer}: up to {c.max_candidates} candidates {what}")
         with self._store() as store:
             report = synthesize(store, round=round_, synthesizer=c.synthesizer, max_candidates=c.max_candidates,
-                                seed=self.config.seed + round_, options=options)
+                                seed=seed, options=options)
             pending = store.scalar("SELECT count(*) FROM candidates WHERE round = $r", {"r": round_})
         return {"patterns": patterns, "proposed": report.proposed, "added": report.added, "candidates": pending,
                 "by_signal": dict(report.by_signal)}
@@ -440,9 +491,18 @@ class RunLoop:
         self.echo(f"{label} summarised {len(report.outcomes)} patterns with {c.summary_model}")
 
     def _phase_validate(self, round_: int, label: str) -> dict[str, Any]:
-        from coevolve_engine.synthesis.validation import validate_candidates
+        from coevolve_engine.synthesis.validation import accept_runnable, validate_candidates
 
         v = self.config.validation
+        counter = {"n": 0}
+
+        def on_verdict(verdict) -> None:
+            counter["n"] += 1
+            self.echo(f"{label} {counter['n']}: {verdict.candidate_id} {verdict.verdict} ({verdict.reason})")
+
+        if not v.enabled:
+            accept_runnable(self.db, round=round_, env=self.environment, wait=self.wait, on_verdict=on_verdict)
+            return {**self._verdicts(round_), "validation": "off: synthesis and schema checks only"}
         agent = judge = None
         if v.agent_model:
             from coevolve_engine.cli.rollout import make_agent
@@ -454,15 +514,12 @@ class RunLoop:
             from coevolve_engine.synthesis.judge import LLMJudge
 
             judge = LLMJudge(LLMClient(self.db, v.judge_model, api_base=v.api_base or None, wait=self.wait), self.db)
-        counter = {"n": 0}
-
-        def on_verdict(verdict) -> None:
-            counter["n"] += 1
-            self.echo(f"{label} {counter['n']}: {verdict.candidate_id} {verdict.verdict} ({verdict.reason})")
-
         validate_candidates(self.db, round=round_, env=self.environment, novelty_threshold=v.novelty_threshold,
                             agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
                             judge=judge, wait=self.wait, on_verdict=on_verdict)
+        return self._verdicts(round_)
+
+    def _verdicts(self, round_: int) -> dict[str, Any]:
         with self._store(read_only=True) as store:
             rows = store.execute("SELECT verdict, reason, count(*) FROM candidates WHERE round = $r "
                                  "GROUP BY ALL ORDER BY ALL", {"r": round_}).fetchall()
@@ -501,8 +558,20 @@ def _comparable(config: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in config.items() if k != "rounds"}, "trainer": trainer}
 
 
+def _plain(report: Any) -> dict[str, Any]:
+    """A report object's scalar fields (and small lists and tables of them), for run_phases.outputs."""
+    import dataclasses
+
+    fields = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(vars(report))
+    plain = json.loads(_json(fields))
+    return {k: v for k, v in plain.items() if not isinstance(v, (list, dict)) or len(_json(v)) <= 2000}
+
+
 def describe(phase: str, o: dict[str, Any]) -> str:
     """One line on what a phase produced (from its stored outputs)."""
+    if phase == "bootstrap":
+        shown = ", ".join(f"{k} {v}" for k, v in o.items() if isinstance(v, (int, float, str)) and k != "train_tasks")
+        return f"{o['train_tasks']} training tasks" + (f" ({shown})" if shown else "")
     if phase == "weights":
         kept = "kept the stored " if o.get("kept") else ""
         return f"{kept}{o['strategy']} weights for {o['tasks']} tasks ({o['nonzero']} drawable); {o['reason']}"
@@ -518,18 +587,22 @@ def describe(phase: str, o: dict[str, Any]) -> str:
         return f"held-out success {start}{_pct(o['success_rate'])} on {o['tasks']} eval tasks"
     if phase == "signals":
         flagged = ", ".join(f"{s} {v['trajectories']}" for s, v in o["by_signal"].items()) or "nothing"
-        return f"{o['rollouts']} rollouts, success {_pct(o['success_rate'])}; flagged: {flagged}"
+        used = f" (patterns from {', '.join(o['used'])} only)" if o.get("used") else ""
+        return f"{o['rollouts']} rollouts, success {_pct(o['success_rate'])}; flagged: {flagged}{used}"
     if phase == "patterns":
+        by = f" by {', '.join(o['signals'])}" if o.get("signals") else ""
         if not o["patterns"]:
-            return "no flagged trajectories, no patterns"
-        return f"{o['flagged']} flagged -> {o['patterns']} patterns (sizes {o['sizes']})"
+            return f"no trajectories flagged{by}, no patterns"
+        return f"{o['flagged']} flagged{by} -> {o['patterns']} patterns (sizes {o['sizes']})"
     if phase == "synthesize":
         if o.get("skipped"):
             return o["skipped"]
         return f"{o['proposed']} candidates proposed for {o['patterns']} patterns, {o['added']} new"
     if phase == "validate":
         rejected = ", ".join(f"{r} {n}" for r, n in o["rejected"].items())
-        return f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "")
+        off = " (validation off: synthesis and schema checks only)" if o.get("validation") else ""
+        return (f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "")
+                + off)
     return _json(o)
 
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from coevolve_engine.embeddings import text_hash
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, cluster_vectors
 from coevolve_engine.patterns.render import MAX_CHARS, render_row, task_text
-from coevolve_engine.patterns.select import explain_none_flagged, latest_step, select_flagged
+from coevolve_engine.patterns.select import explain_none_flagged, latest_step, ordered_signals, select_flagged
 from coevolve_engine.patterns.write import MemberRow, PatternRow, build_rows, check_round, next_round, write_rows
 from coevolve_engine.signals import SignalParams
 from coevolve_engine.store import Store
@@ -115,6 +115,7 @@ def find_patterns(
     embedder: "Embedder | None" = None,
     replace: bool = False,
     progress: Callable[[str], None] | None = None,
+    signals: Sequence[str] | None = None,
 ) -> PatternReport:
     """Cluster the trajectories flagged at ``step`` into failure patterns and store them as ``round``.
 
@@ -127,6 +128,8 @@ def find_patterns(
     max_k: try at most this many patterns. seed: the sample and KMeans seed.
     embedder: default ``Embedder(store=store)`` (all-MiniLM-L6-v2, cached in the store).
     progress: called with a line before each long phase.
+    signals: cluster only trajectories flagged by these signals (default: every signal), each member carrying
+        only these; recorded in the patterns' params when given.
     """
     params = params or SignalParams()
     _check_arguments(store, round, max_trajectories, max_k)
@@ -136,9 +139,10 @@ def find_patterns(
         round_ = next_round(store) if round is None else round
         check_round(store, round_, replace=replace)  # fail before the slow phases
         step_ = latest_step(store) if step is None else step
-        selection = select_flagged(store, step_, params, limit=max_trajectories, seed=seed, first_step=first_step)
+        selection = select_flagged(store, step_, params, limit=max_trajectories, seed=seed, first_step=first_step,
+                                   signals=signals)
         if not selection.rows:
-            raise CoevolveError(explain_none_flagged(store, step_, params))
+            raise CoevolveError(explain_none_flagged(store, step_, params, signals))
     rows = selection.rows
 
     with clock.phase("render"):
@@ -163,6 +167,8 @@ def find_patterns(
             "max_trajectories": max_trajectories, "silhouette": clustering.silhouette,
             "fitted_on": clustering.fitted_on, "render_max_chars": MAX_CHARS,
         }
+        if signals is not None:
+            stored_params["signals"] = list(ordered_signals(signals))
         pattern_rows, member_rows = build_rows(
             round_, step_, [row["trajectory_id"] for row in rows], [row["signals"] for row in rows],
             [text_hash(t) for t in texts], clustering.labels.tolist(), clustering.distances.tolist(), stored_params)

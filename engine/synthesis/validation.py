@@ -402,3 +402,45 @@ def _add_task(store: Store, candidate: Candidate, checks: list[dict[str, Any]],
     record = {"task_id": candidate.task_id, "env": candidate.env, "prompt": candidate.prompt,
               "spec": candidate.spec, "source": "synthesized", "meta": meta}
     store.add_records("tasks", [record], label=f"candidate {candidate.candidate_id}")  # joins the verdict's transaction
+
+
+def accept_runnable(
+    store_path: str | os.PathLike[str] | None,
+    *,
+    round: int | None = None,
+    env: "Environment | None" = None,
+    wait: float = DEFAULT_WAIT_SECONDS,
+    on_verdict: Callable[[Verdict], None] | None = None,
+) -> ValidationReport:
+    """Validation switched off (the paper's "without validation" ablation): every pending candidate (of ``round``,
+    or all) that is a runnable task is accepted, i.e. it passes only ``synthesis`` (its synthesizer wrote a task)
+    and ``schema`` (the environment accepts its spec); ground truth, novelty, agent attempt and judge are not
+    run, and ``eval_similarity`` is not measured. Verdicts and tasks are recorded as ``validate_candidates``
+    records them."""
+    session = _StoreSession(store_path, wait)
+    report = ValidationReport()
+    try:
+        checker = _Checker(env=env, novelty=None, threshold=1.0, agent=None, k=1, max_success_rate=None, judge=None,
+                           concurrency=1, session=session)  # type: ignore[arg-type]  # no novelty check is run
+        for candidate in pending_candidates(session.store, round):
+            checks: list[Check] = []
+            for name, run in (("synthesis", checker._synthesis), ("schema", checker._schema)):
+                try:
+                    check = run(candidate)
+                except Exception as exc:  # noqa: BLE001 - as in validate_candidates
+                    check = Check(name, False, f"the check raised {type(exc).__name__}: {exc}")
+                checks.append(check)
+                if not check.passed:
+                    break
+            failed = next((c.check for c in checks if not c.passed), None)
+            verdict = _record(session.store, candidate, Verdict(
+                candidate.candidate_id, "rejected" if failed else "accepted", failed or "accepted", tuple(checks),
+                task_id=None if failed else candidate.task_id))
+            if verdict is None:  # another validator decided it meanwhile
+                continue
+            report.verdicts.append(verdict)
+            if on_verdict is not None:
+                on_verdict(verdict)
+    finally:
+        session.close()
+    return report

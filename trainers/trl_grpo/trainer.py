@@ -31,7 +31,9 @@ class TRLGRPOConfig:
         metadata={"help": "path of the policy to train (a transformers causal LM with a tool-calling chat template)"})
     output_dir: str = field(metadata={"help": "where TRL writes its files and the checkpoint after each train() call"})
     num_generations: int = field(default=8, metadata={"help": "K: rollouts per group (GRPO group size)"})
-    groups_per_step: int = field(default=4, metadata={"help": "groups (tasks) drawn per optimizer step"})
+    groups_per_step: int = field(default=4, metadata={
+        "help": "groups (tasks) drawn per optimizer step by each training process: under `accelerate launch "
+                "--num_processes P` a step draws P times as many (4 x 8 = the paper's batch of 32)"})
     learning_rate: float = field(default=1e-6,
         metadata={"help": "constant learning rate (paper 1e-6; a random tiny model needs ~1e-3)"})
     beta: float = field(default=1e-3,
