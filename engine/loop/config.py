@@ -141,9 +141,10 @@ class EvalConfig:
     max_tasks: int = setting(0, "Evaluate on at most this many eval tasks (the same seeded subset every time); "
                                 "0: all of them.")
     max_new_tokens: int = setting(64, "Tokens the policy may write per model turn when evaluated (greedy decoding).")
-    max_turns: int = setting(4, "Model turns per eval task: while the policy calls tools, their results are "
-                                "appended and it answers again, up to this many times (like the trainer's tool "
-                                "loop).")
+    max_turns: int = setting(4, "Model answers per user turn of an eval task: while the policy calls tools, "
+                                "their results are appended and it answers again, up to this many times (like "
+                                "the trainer's tool loop). Every user turn is played; at most 30 environment "
+                                "steps per task.")
 
 
 @dataclass
