@@ -29,7 +29,7 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     """
     from coevolve_engine.cli.output import render_table
     from coevolve_engine.demo import run_demo
-    from coevolve_engine.loop.run import rounds_table
+    from coevolve_engine.loop.summary import rounds_table
     from coevolve_engine.store import Store
 
     db, config = run_demo(folder, quick=quick, rounds=rounds, seed=seed, overrides=overrides,

@@ -97,7 +97,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     report = loop.run()
     if report.done:
         from coevolve_engine.cli.output import render_table
-        from coevolve_engine.loop.run import rounds_table
+        from coevolve_engine.loop.summary import rounds_table
         from coevolve_engine.store import Store
 
         with Store(db, read_only=True, wait=wait) as store:

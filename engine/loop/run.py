@@ -38,26 +38,20 @@ from typing import Any, Callable
 
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.loop.config import ConfigError, RunConfig, config_from_dict, differences
+from coevolve_engine.loop.summary import (
+    ROUND_SIGNALS_SQL,
+    describe,
+    plain_outputs,
+    round_totals,
+    to_json,
+)
 from coevolve_engine.loop.train_round import train_round
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
 PHASES = ("bootstrap", "weights", "warmup", "train", "eval", "signals", "patterns", "synthesize", "validate")
 FEEDBACK_PHASES = ("signals", "patterns", "synthesize", "validate")
 
-ROUND_SIGNALS_SQL = """
-SELECT signal, count(DISTINCT trajectory_id) AS trajectories, count(DISTINCT task_id) AS tasks
-FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
-WHERE step BETWEEN $first AND $last
-GROUP BY signal ORDER BY signal
-"""
-ROUND_TOTALS_SQL = """
-SELECT count(*) AS rollouts, count(DISTINCT group_id) AS groups, count(DISTINCT task_id) AS tasks,
-       avg(CASE WHEN coalesce(success, reward >= $threshold) THEN 1.0 ELSE 0.0 END) AS success_rate,
-       (SELECT count(DISTINCT trajectory_id)
-        FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
-        WHERE step BETWEEN $first AND $last) AS flagged
-FROM scored_trajectories WHERE step BETWEEN $first AND $last
-"""
+
 
 
 class RunError(CoevolveError):
@@ -78,10 +72,6 @@ class RunReport:
     rounds: int  # rounds the store has finished
     done: list[PhaseResult] = field(default_factory=list)  # phases this call ran
     skipped: int = 0  # phases already finished before this call
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 class RunLoop:
@@ -189,7 +179,7 @@ class RunLoop:
         with self._store() as store, store.transaction() as con:
             if not con.execute("SELECT count(*) FROM rounds WHERE round = $r", {"r": round_}).fetchall()[0][0]:
                 con.execute("INSERT INTO rounds (round, status, config) VALUES ($r, 'running', $config)",
-                            {"r": round_, "config": _json(self.config.to_dict())})
+                            {"r": round_, "config": to_json(self.config.to_dict())})
             previous = con.execute("SELECT attempts FROM run_phases WHERE round = $r AND phase = $p",
                                    {"r": round_, "p": phase}).fetchall()
             if previous:
@@ -204,7 +194,7 @@ class RunLoop:
         """Record the phase as finished (and the round, after its last phase), inside the caller's transaction."""
         con.execute("UPDATE run_phases SET status = 'finished', finished_at = current_timestamp, seconds = $s, "
                     "outputs = $o WHERE round = $r AND phase = $p",
-                    {"r": round_, "p": phase, "s": seconds, "o": _json(outputs)})
+                    {"r": round_, "p": phase, "s": seconds, "o": to_json(outputs)})
         if phase == self.phases(round_)[-1]:
             con.execute("UPDATE rounds SET status = 'finished', finished_at = current_timestamp "
                         "WHERE round = $r", {"r": round_})
@@ -259,7 +249,7 @@ class RunLoop:
         if not train:
             raise RunError(f"the bootstrap accepted no {c.env} task, so there is nothing to train on; see why with "
                            "`coevolve-engine candidates --db ... --verdict rejected`")
-        outputs = _plain(report)
+        outputs = plain_outputs(report)
         outputs["train_tasks"] = train
         return outputs
 
@@ -332,7 +322,7 @@ class RunLoop:
         if not result or not result.get("checkpoint"):
             raise RunError(f"trainer {c.trainer.name} saved no checkpoint after round {round_}")
         with self._store() as store, store.transaction() as con:
-            totals = _round_totals(store, self.config, first, first + steps - 1)
+            totals = round_totals(store, self.config, first, first + steps - 1)
             outputs = {"policy": policy, "first_step": first, "last_step": first + steps - 1, **result,
                        "success_rate": totals["success_rate"]}
             con.execute("UPDATE rounds SET checkpoint = $checkpoint WHERE round = $r",
@@ -350,7 +340,7 @@ class RunLoop:
         folder = Path(spec["output_dir"])
         folder.mkdir(parents=True, exist_ok=True)
         spec_path = folder / "round-spec.json"
-        spec_path.write_text(_json({**spec, "run_pid": os.getpid()}), encoding="utf-8")
+        spec_path.write_text(to_json({**spec, "run_pid": os.getpid()}), encoding="utf-8")
         result_path(spec_path).unlink(missing_ok=True)
         command = [*shlex.split(self.config.trainer.launcher), "-m", "coevolve_engine.loop.train_round",
                    str(spec_path)]
@@ -412,7 +402,7 @@ class RunLoop:
         first, last = self._round_steps(round_)
         params = self.config.signal_params()
         with self._store(read_only=True) as store, signal_snapshot(store, params):
-            totals = _round_totals(store, self.config, first, last)
+            totals = round_totals(store, self.config, first, last)
             by_signal = store.execute(ROUND_SIGNALS_SQL, {**params.bind(), "first": first, "last": last}).fetchall()
         outputs = {"first_step": first, "last_step": last, **totals,
                    "by_signal": {signal: {"trajectories": n, "tasks": tasks} for signal, n, tasks in by_signal}}
@@ -528,83 +518,9 @@ class RunLoop:
                 "rejected": {reason: n for verdict, reason, n in rows if verdict == "rejected"}}
 
 
-ROUNDS_SQL = """
-SELECT round, status, first_step || '..' || last_step AS steps, rollouts, round(train_success, 3) AS train_success,
-       round(start_eval, 3) AS start_eval, round(eval_success, 3) AS eval_success, forgetting, boundary, rare,
-       patterns, accepted || '/' || candidates AS accepted, train_tasks
-FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
-"""
-
-
-def rounds_table(store: Store, config: RunConfig):
-    """One row per round of the run, from the run_rounds_with macro at the run's signal constants."""
-    return store.sql(ROUNDS_SQL, config.signal_params().bind())
-
-
-def _round_totals(store: Store, config: RunConfig, first: int, last: int) -> dict[str, Any]:
-    params = config.signal_params()
-    cursor = store.execute(ROUND_TOTALS_SQL, {**params.bind(), "first": first, "last": last})
-    names = [c[0] for c in cursor.description]
-    totals = dict(zip(names, cursor.fetchall()[0]))
-    if totals["success_rate"] is not None:
-        totals["success_rate"] = round(float(totals["success_rate"]), 4)
-    return totals
-
-
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:
     """A stored config without the fields that may change between invocations of one round: how many rounds
     to run, and how the training processes are launched (not what they compute)."""
     trainer = {k: v for k, v in config.get("trainer", {}).items() if k != "launcher"}
     return {**{k: v for k, v in config.items() if k != "rounds"}, "trainer": trainer}
 
-
-def _plain(report: Any) -> dict[str, Any]:
-    """A report object's scalar fields (and small lists and tables of them), for run_phases.outputs."""
-    import dataclasses
-
-    fields = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(vars(report))
-    plain = json.loads(_json(fields))
-    return {k: v for k, v in plain.items() if not isinstance(v, (list, dict)) or len(_json(v)) <= 2000}
-
-
-def describe(phase: str, o: dict[str, Any]) -> str:
-    """One line on what a phase produced (from its stored outputs)."""
-    if phase == "bootstrap":
-        shown = ", ".join(f"{k} {v}" for k, v in o.items() if isinstance(v, (int, float, str)) and k != "train_tasks")
-        return f"{o['train_tasks']} training tasks" + (f" ({shown})" if shown else "")
-    if phase == "weights":
-        kept = "kept the stored " if o.get("kept") else ""
-        return f"{kept}{o['strategy']} weights for {o['tasks']} tasks ({o['nonzero']} drawable); {o['reason']}"
-    if phase == "warmup":
-        return f"{o['steps']} {o['trainer']} steps -> {o['checkpoint']}"
-    if phase == "train":
-        return (f"steps {o['first_step']}..{o['last_step']}, {o['groups']} groups, {o['rollouts']} rollouts, "
-                f"success {_pct(o['success_rate'])} -> {o['checkpoint']}")
-    if phase == "eval":
-        if o.get("skipped"):
-            return o["skipped"]
-        start = f"start {_pct(o['start_success_rate'])} -> " if "start_success_rate" in o else ""
-        return f"held-out success {start}{_pct(o['success_rate'])} on {o['tasks']} eval tasks"
-    if phase == "signals":
-        flagged = ", ".join(f"{s} {v['trajectories']}" for s, v in o["by_signal"].items()) or "nothing"
-        used = f" (patterns from {', '.join(o['used'])} only)" if o.get("used") else ""
-        return f"{o['rollouts']} rollouts, success {_pct(o['success_rate'])}; flagged: {flagged}{used}"
-    if phase == "patterns":
-        by = f" by {', '.join(o['signals'])}" if o.get("signals") else ""
-        if not o["patterns"]:
-            return f"no trajectories flagged{by}, no patterns"
-        return f"{o['flagged']} flagged{by} -> {o['patterns']} patterns (sizes {o['sizes']})"
-    if phase == "synthesize":
-        if o.get("skipped"):
-            return o["skipped"]
-        return f"{o['proposed']} candidates proposed for {o['patterns']} patterns, {o['added']} new"
-    if phase == "validate":
-        rejected = ", ".join(f"{r} {n}" for r, n in o["rejected"].items())
-        off = " (validation off: synthesis and schema checks only)" if o.get("validation") else ""
-        return (f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "")
-                + off)
-    return _json(o)
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"

@@ -1,0 +1,107 @@
+"""What a run shows: the per-round table, each phase's one-line description and the totals they are built from.
+
+Every figure is a query on the store (``run_rounds_with``, ``flagged_trajectories_with``,
+``scored_trajectories``) at the run's signal constants, so ``coevolve-engine query`` recomputes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from coevolve_engine.loop.config import RunConfig
+from coevolve_engine.store import Store
+
+ROUND_SIGNALS_SQL = """
+SELECT signal, count(DISTINCT trajectory_id) AS trajectories, count(DISTINCT task_id) AS tasks
+FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+WHERE step BETWEEN $first AND $last
+GROUP BY signal ORDER BY signal
+"""
+ROUND_TOTALS_SQL = """
+SELECT count(*) AS rollouts, count(DISTINCT group_id) AS groups, count(DISTINCT task_id) AS tasks,
+       avg(CASE WHEN coalesce(success, reward >= $threshold) THEN 1.0 ELSE 0.0 END) AS success_rate,
+       (SELECT count(DISTINCT trajectory_id)
+        FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+        WHERE step BETWEEN $first AND $last) AS flagged
+FROM scored_trajectories WHERE step BETWEEN $first AND $last
+"""
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+ROUNDS_SQL = """
+SELECT round, status, first_step || '..' || last_step AS steps, rollouts, round(train_success, 3) AS train_success,
+       round(start_eval, 3) AS start_eval, round(eval_success, 3) AS eval_success, forgetting, boundary, rare,
+       patterns, accepted || '/' || candidates AS accepted, train_tasks
+FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+"""
+
+
+def rounds_table(store: Store, config: RunConfig):
+    """One row per round of the run, from the run_rounds_with macro at the run's signal constants."""
+    return store.sql(ROUNDS_SQL, config.signal_params().bind())
+
+
+def round_totals(store: Store, config: RunConfig, first: int, last: int) -> dict[str, Any]:
+    params = config.signal_params()
+    cursor = store.execute(ROUND_TOTALS_SQL, {**params.bind(), "first": first, "last": last})
+    names = [c[0] for c in cursor.description]
+    totals = dict(zip(names, cursor.fetchall()[0]))
+    if totals["success_rate"] is not None:
+        totals["success_rate"] = round(float(totals["success_rate"]), 4)
+    return totals
+
+
+def plain_outputs(report: Any) -> dict[str, Any]:
+    """A report object's scalar fields (and small lists and tables of them), for run_phases.outputs."""
+    import dataclasses
+
+    fields = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(vars(report))
+    plain = json.loads(to_json(fields))
+    return {k: v for k, v in plain.items() if not isinstance(v, (list, dict)) or len(to_json(v)) <= 2000}
+
+
+def describe(phase: str, o: dict[str, Any]) -> str:
+    """One line on what a phase produced (from its stored outputs)."""
+    if phase == "bootstrap":
+        shown = ", ".join(f"{k} {v}" for k, v in o.items() if isinstance(v, (int, float, str)) and k != "train_tasks")
+        return f"{o['train_tasks']} training tasks" + (f" ({shown})" if shown else "")
+    if phase == "weights":
+        kept = "kept the stored " if o.get("kept") else ""
+        return f"{kept}{o['strategy']} weights for {o['tasks']} tasks ({o['nonzero']} drawable); {o['reason']}"
+    if phase == "warmup":
+        return f"{o['steps']} {o['trainer']} steps -> {o['checkpoint']}"
+    if phase == "train":
+        return (f"steps {o['first_step']}..{o['last_step']}, {o['groups']} groups, {o['rollouts']} rollouts, "
+                f"success {pct(o['success_rate'])} -> {o['checkpoint']}")
+    if phase == "eval":
+        if o.get("skipped"):
+            return o["skipped"]
+        start = f"start {pct(o['start_success_rate'])} -> " if "start_success_rate" in o else ""
+        return f"held-out success {start}{pct(o['success_rate'])} on {o['tasks']} eval tasks"
+    if phase == "signals":
+        flagged = ", ".join(f"{s} {v['trajectories']}" for s, v in o["by_signal"].items()) or "nothing"
+        used = f" (patterns from {', '.join(o['used'])} only)" if o.get("used") else ""
+        return f"{o['rollouts']} rollouts, success {pct(o['success_rate'])}; flagged: {flagged}{used}"
+    if phase == "patterns":
+        by = f" by {', '.join(o['signals'])}" if o.get("signals") else ""
+        if not o["patterns"]:
+            return f"no trajectories flagged{by}, no patterns"
+        return f"{o['flagged']} flagged{by} -> {o['patterns']} patterns (sizes {o['sizes']})"
+    if phase == "synthesize":
+        if o.get("skipped"):
+            return o["skipped"]
+        return f"{o['proposed']} candidates proposed for {o['patterns']} patterns, {o['added']} new"
+    if phase == "validate":
+        rejected = ", ".join(f"{r} {n}" for r, n in o["rejected"].items())
+        off = " (validation off: synthesis and schema checks only)" if o.get("validation") else ""
+        return (f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "")
+                + off)
+    return to_json(o)
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
