@@ -8,7 +8,6 @@ plus a fourth one whose weight is 0, so its demonstrations must be left out.
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import pytest

@@ -26,7 +26,7 @@ from .rollout import STOP_ERROR, Rollout
 from .tool_parsing import ParsedCall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..environments.base import Environment, Episode, ToolCall
+    from ..environments.base import Environment, ToolCall
 
 DEFAULT_REPLY = "Done."
 

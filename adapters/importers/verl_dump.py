@@ -63,8 +63,8 @@ class VerlDumpImporter:
         """The trajectory record for one parsed dump line; ``error(message, field)`` builds the exception."""
         for name in ("input", "output"):
             if not isinstance(line.get(name), str):
-                raise error(f"required text field is missing or not a string (verl dumps have input, output, "
-                            f"score, step)", name)
+                raise error("required text field is missing or not a string (verl dumps have input, output, "
+                            "score, step)", name)
         score = line.get("score")
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
             raise error(f"score {score!r} is not a finite number", "score")
