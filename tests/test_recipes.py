@@ -203,7 +203,7 @@ def test_validation_off_accepts_runnable_candidates_only_after_synthesis_and_sch
     pytest.importorskip("bfcl_eval")
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.synthesis.candidates import Candidate, write_candidates
-    from coevolve_engine.synthesis.validation import accept_runnable
+    from coevolve_engine.synthesis.validation import validate_candidates
 
     env = load_environment("bfcl")
     task = next(t for t in env.load_tasks(category="multi_turn_base") if "GorillaFileSystem"
@@ -226,7 +226,7 @@ def test_validation_off_accepts_runnable_candidates_only_after_synthesis_and_sch
         store.add_records("tasks", [task], label="seed")
         write_candidates(store, list(cands.values()))
     seen = []
-    report = accept_runnable(db_path, round=0, env=env, on_verdict=seen.append)
+    report = validate_candidates(db_path, round=0, env=env, on_verdict=seen.append, runnable_only=True)
     verdicts = {v.candidate_id: v for v in report.verdicts}
     assert len(seen) == 4
     reason = {name: verdicts[c.candidate_id].reason for name, c in cands.items()}
@@ -238,6 +238,8 @@ def test_validation_off_accepts_runnable_candidates_only_after_synthesis_and_sch
         added = {r for (r,) in store.execute("SELECT task_id FROM tasks WHERE source = 'synthesized'").fetchall()}
         assert added == {cands["good"].task_id, cands["fails_at_runtime"].task_id}
         assert store.scalar("SELECT count(*) FROM candidates WHERE verdict = 'pending'") == 0
+        # no eval task in this store: the similarity to the eval set is measured but has nothing to compare with
+        assert store.scalar("SELECT count(*) FROM candidates WHERE eval_similarity IS NOT NULL") == 0
 
 
 # -- the CPU recipe, end to end ---------------------------------------------------------------------------------

@@ -481,7 +481,7 @@ class RunLoop:
         self.echo(f"{label} summarised {len(report.outcomes)} patterns with {c.summary_model}")
 
     def _phase_validate(self, round_: int, label: str) -> dict[str, Any]:
-        from coevolve_engine.synthesis.validation import accept_runnable, validate_candidates
+        from coevolve_engine.synthesis.validation import validate_candidates
 
         v = self.config.validation
         counter = {"n": 0}
@@ -491,7 +491,8 @@ class RunLoop:
             self.echo(f"{label} {counter['n']}: {verdict.candidate_id} {verdict.verdict} ({verdict.reason})")
 
         if not v.enabled:
-            accept_runnable(self.db, round=round_, env=self.environment, wait=self.wait, on_verdict=on_verdict)
+            validate_candidates(self.db, round=round_, env=self.environment, wait=self.wait, on_verdict=on_verdict,
+                                runnable_only=True)
             return {**self._verdicts(round_), "validation": "off: synthesis and schema checks only"}
         agent = judge = None
         if v.agent_model:

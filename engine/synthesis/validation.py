@@ -117,10 +117,15 @@ def validate_candidates(
     concurrency: int = 4,
     wait: float = DEFAULT_WAIT_SECONDS,
     on_verdict: Callable[[Verdict], None] | None = None,
+    runnable_only: bool = False,
 ) -> ValidationReport:
     """Check every pending candidate (of ``round``, or all) and record its verdict; see the module doc.
 
     env: the environment for candidates of its name (others load theirs from the registry).
+    runnable_only: validation switched off (the paper's "without validation" ablation): only ``synthesis``
+        (its synthesizer wrote a task) and ``schema`` (the environment accepts its spec) run, so a candidate
+        that is a runnable task is accepted; ground truth, novelty, agent attempt and judge do not run
+        (``eval_similarity`` is still measured).
     embedder: the sentence embedder for novelty (default: the shipped all-MiniLM-L6-v2, cached in the store).
     on_verdict: called after each verdict is stored (progress).
     """
@@ -137,7 +142,8 @@ def validate_candidates(
         if not candidates:
             return report
         novelty = _Novelty(session.store, candidates, embedder)
-        checker = _Checker(env, novelty, novelty_threshold, agent, k, max_success_rate, judge, concurrency, session)
+        checker = _Checker(env, novelty, novelty_threshold, agent, k, max_success_rate, judge, concurrency, session,
+                           runnable_only)
         for candidate in candidates:
             verdict = checker.verdict(candidate)
             verdict = _record(session.store, candidate, verdict)
@@ -225,11 +231,12 @@ class _Checker:
 
     def __init__(self, env: "Environment | None", novelty: _Novelty, threshold: float, agent: "Agent | None",
                  k: int, max_success_rate: float | None, judge: Judge | None, concurrency: int,
-                 session: _StoreSession) -> None:
+                 session: _StoreSession, runnable_only: bool = False) -> None:
         self.environments: dict[str, Environment] = {env.name: env} if env is not None else {}
         self.novelty, self.threshold = novelty, threshold
         self.agent, self.k, self.max_success_rate = agent, k, max_success_rate
         self.judge, self.concurrency, self.session = judge, concurrency, session
+        self.runnable_only = runnable_only
 
     def environment(self, name: str) -> "Environment":
         if name not in self.environments:
@@ -244,13 +251,14 @@ class _Checker:
         steps: list[tuple[str, Callable[[], Check]]] = [
             ("synthesis", lambda: self._synthesis(candidate)),
             ("schema", lambda: self._schema(candidate)),
-            ("ground_truth", lambda: self._ground_truth(candidate)),
-            ("novelty", lambda: self._novelty(candidate, measured)),
         ]
-        if self.agent is not None:
-            steps.append(("agent_attempt", lambda: self._agent_attempt(candidate, measured)))
-        if self.judge is not None:
-            steps.append(("judge", lambda: self._judge(candidate)))
+        if not self.runnable_only:
+            steps.append(("ground_truth", lambda: self._ground_truth(candidate)))
+            steps.append(("novelty", lambda: self._novelty(candidate, measured)))
+            if self.agent is not None:
+                steps.append(("agent_attempt", lambda: self._agent_attempt(candidate, measured)))
+            if self.judge is not None:
+                steps.append(("judge", lambda: self._judge(candidate)))
         eval_similarity = self.novelty.eval_similarity(candidate)  # measured whatever the verdict
         for name, run in steps:
             try:
@@ -402,45 +410,3 @@ def _add_task(store: Store, candidate: Candidate, checks: list[dict[str, Any]],
     record = {"task_id": candidate.task_id, "env": candidate.env, "prompt": candidate.prompt,
               "spec": candidate.spec, "source": "synthesized", "meta": meta}
     store.add_records("tasks", [record], label=f"candidate {candidate.candidate_id}")  # joins the verdict's transaction
-
-
-def accept_runnable(
-    store_path: str | os.PathLike[str] | None,
-    *,
-    round: int | None = None,
-    env: "Environment | None" = None,
-    wait: float = DEFAULT_WAIT_SECONDS,
-    on_verdict: Callable[[Verdict], None] | None = None,
-) -> ValidationReport:
-    """Validation switched off (the paper's "without validation" ablation): every pending candidate (of ``round``,
-    or all) that is a runnable task is accepted, i.e. it passes only ``synthesis`` (its synthesizer wrote a task)
-    and ``schema`` (the environment accepts its spec); ground truth, novelty, agent attempt and judge are not
-    run, and ``eval_similarity`` is not measured. Verdicts and tasks are recorded as ``validate_candidates``
-    records them."""
-    session = _StoreSession(store_path, wait)
-    report = ValidationReport()
-    try:
-        checker = _Checker(env=env, novelty=None, threshold=1.0, agent=None, k=1, max_success_rate=None, judge=None,
-                           concurrency=1, session=session)  # type: ignore[arg-type]  # no novelty check is run
-        for candidate in pending_candidates(session.store, round):
-            checks: list[Check] = []
-            for name, run in (("synthesis", checker._synthesis), ("schema", checker._schema)):
-                try:
-                    check = run(candidate)
-                except Exception as exc:  # noqa: BLE001 - as in validate_candidates
-                    check = Check(name, False, f"the check raised {type(exc).__name__}: {exc}")
-                checks.append(check)
-                if not check.passed:
-                    break
-            failed = next((c.check for c in checks if not c.passed), None)
-            verdict = _record(session.store, candidate, Verdict(
-                candidate.candidate_id, "rejected" if failed else "accepted", failed or "accepted", tuple(checks),
-                task_id=None if failed else candidate.task_id))
-            if verdict is None:  # another validator decided it meanwhile
-                continue
-            report.verdicts.append(verdict)
-            if on_verdict is not None:
-                on_verdict(verdict)
-    finally:
-        session.close()
-    return report
