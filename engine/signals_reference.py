@@ -2,8 +2,8 @@
 
 This is the executable specification the SQL views in ``sql/views`` are tested and benchmarked against:
 each function returns the same rows as the view of the same name (unordered; sort to compare). Inputs are
-the scored trajectories (those without an ``error``) as ``Trajectory`` tuples; parameters have the same
-names and defaults as the macros.
+the scored trajectories (those without an ``error``, not played by the reference agent) as ``Trajectory``
+tuples; parameters have the same names and defaults as the macros.
 """
 
 from __future__ import annotations
