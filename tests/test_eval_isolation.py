@@ -209,6 +209,11 @@ def test_the_calc_synthesizer_never_seeds_from_an_eval_task(calc_store):
         train = train_ids(store)
     assert len(held_out) == 12 and len(made) == 12
     assert parents(made) <= train and not parents(made) & held_out
+    # nor do eval tasks shape what it proposes (its duplicate check and skill counts): without them, the same
+    with Store(db) as store:
+        store.execute("DELETE FROM tasks WHERE split = 'eval'")
+        again = load_synthesizer("offline:calc").propose(store, load_patterns(store), max_candidates=12, seed=0)
+    assert [c.candidate_id for c in again] == [c.candidate_id for c in made]
 
 
 # -- validation: novelty ignores eval tasks, eval_similarity measures them -----------------------------------

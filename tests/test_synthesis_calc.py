@@ -33,6 +33,7 @@ from coevolve_engine.adapters.environments.calc.synthesizer import (  # noqa: E4
     OfflineCalcSynthesizer,
     cell_of,
     neighbours,
+    skill_space,
 )
 from coevolve_engine.store import Store  # noqa: E402
 from coevolve_engine.synthesis.candidates import (  # noqa: E402
@@ -175,6 +176,31 @@ def test_rare_moves_twice_towards_what_the_store_lacks(pattern_db, patterns):
     novel = sum(1 for s in skills if "mul" in s["tools"] or s["calls"] > 1 or s["operands"] == "large"
                 or s["distractors"] > 0)
     assert novel >= 16
+
+
+@pytest.mark.parametrize("signal", SIGNALS)
+def test_a_space_keeps_every_candidate_inside_it(pattern_db, patterns, signal):
+    space = {"forms": ["steps"], "distractors": [0, 1]}
+    made = propose_for(load_synthesizer("offline:calc", space=space), pattern_db, patterns[signal], n=20)
+    assert len(made) == 20
+    assert all(c.spec["form"] == "steps" and c.spec["skill"]["distractors"] <= 1 for c in made)
+    for candidate in made:  # a 'goal' seed is first moved to its 'steps' twin, then moved as its signal says
+        moves = candidate.provenance["moves"]
+        if patterns[signal].tasks[candidate.provenance["parents"][0]]["spec"]["form"] == "goal":
+            assert moves[0] == "into the synthesizer's space"
+            moves = moves[1:]
+        assert len(moves) == {"forgetting": 0, "boundary": 1, "rare": 2}[signal] or moves == [
+            "none: fresh numbers, same skill"]
+
+
+def test_a_space_must_narrow_the_full_one():
+    assert skill_space(None) == skill_space({}) and skill_space({"forms": "steps"}).forms == ("steps",)
+    with pytest.raises(ValueError, match="unknown skill parameter"):
+        skill_space({"form": ["steps"]})
+    with pytest.raises(ValueError, match="non-empty subset"):
+        skill_space({"calls": [4]})
+    with pytest.raises(ValueError, match="non-empty subset"):
+        skill_space({"forms": []})
 
 
 def test_candidates_replay_and_pass_the_schema_and_ground_truth_checks(db):

@@ -12,7 +12,9 @@ boundary       one move of one parameter by one notch (a call more or fewer, one
 rare           two moves, each towards the value the store's calc tasks hold least (rarely exercised skills)
 =============  ==========================================================================================
 
-Moves stay inside ``FULL_SPACE`` (the held-out test set's space). A candidate's prompt is new: never one of a
+Moves stay inside ``FULL_SPACE`` (the held-out test set's space), or inside the narrower ``space`` the
+synthesizer is given (``[synthesis.options] space = {forms = ["steps"]}``: a seed outside it is first moved
+into it, e.g. a 'goal' task to its 'steps' twin). A candidate's prompt is new: never one of a
 calc task in the store nor of an earlier candidate. Everything is drawn from
 ``random.Random(f"{seed}:{pattern_id}:{attempt}")``: the same store, patterns and seed give the same candidates.
 """
@@ -22,12 +24,14 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from coevolve_engine.adapters.environments.calc.tasks import (
     ENV_NAME,
     FULL_SPACE,
     Cell,
+    SkillSpace,
     check_spec,
     make_spec,
 )
@@ -47,9 +51,38 @@ def cell_of(spec: dict[str, Any]) -> Cell:
     return Cell(tuple(skill["chain"].split(">")), skill["operands"], skill["distractors"], skill["form"])
 
 
-def neighbours(cell: Cell) -> list[tuple[str, str, Any, Cell]]:
-    """Every cell one move from ``cell`` inside ``FULL_SPACE``: (parameter, description, new value, cell)."""
-    space, out = FULL_SPACE, []
+def skill_space(values: Mapping[str, Any] | None) -> SkillSpace:
+    """``FULL_SPACE`` narrowed to ``values`` (SkillSpace fields: tools, calls, operands, distractors, forms); each
+    value must be a non-empty subset of ``FULL_SPACE``'s."""
+    if not values:
+        return FULL_SPACE
+    known = {field.name for field in fields(SkillSpace)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown skill parameter(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    narrowed = {}
+    for name, chosen in values.items():
+        allowed = getattr(FULL_SPACE, name)
+        chosen = tuple(chosen) if isinstance(chosen, (list, tuple)) else (chosen,)
+        if not chosen or any(value not in allowed for value in chosen):
+            raise ValueError(f"space.{name} must be a non-empty subset of {list(allowed)}, got {list(chosen)}")
+        narrowed[name] = tuple(value for value in allowed if value in chosen)
+    return replace(FULL_SPACE, **narrowed)
+
+
+def project(cell: Cell, space: SkillSpace) -> Cell:
+    """``cell`` moved into ``space``: operands, distractors and form outside it to the nearest value inside, a
+    tool outside it to the space's first tool (the number of calls is left to the moves)."""
+    chain = tuple(tool if tool in space.tools else space.tools[0] for tool in cell.chain)
+    operands = cell.operands if cell.operands in space.operands else space.operands[0]
+    distractors = min(space.distractors, key=lambda count: (abs(count - cell.distractors), count))
+    form = cell.form if cell.form in space.forms else space.forms[0]
+    return Cell(chain, operands, distractors, form)
+
+
+def neighbours(cell: Cell, space: SkillSpace = FULL_SPACE) -> list[tuple[str, str, Any, Cell]]:
+    """Every cell one move from ``cell`` inside ``space``: (parameter, description, new value, cell)."""
+    out = []
     chain = cell.chain
     if len(chain) + 1 in space.calls:
         for tool in space.tools:
@@ -87,16 +120,19 @@ class OfflineCalcSynthesizer(Synthesizer):
 
     name = NAME
 
-    def __init__(self, *, attempts: int = 8) -> None:
-        """attempts: tries per wanted candidate before a pattern gives up."""
+    def __init__(self, *, attempts: int = 8, space: Mapping[str, Any] | None = None) -> None:
+        """attempts: tries per wanted candidate before a pattern gives up. space: the skill values candidates
+        may take (``skill_space``; default ``FULL_SPACE``), e.g. ``{"forms": ["steps"]}`` when the policy is
+        not meant to learn the 'goal' form."""
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts}")
         self.attempts = attempts
+        self.space = skill_space(space)
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int = 20,
                 seed: int = 0) -> list[Candidate]:
         pool = _pool(store)
-        run = _Run(pool, seed, self.attempts)
+        run = _Run(pool, seed, self.attempts, self.space)
         plans = [(pattern, seeds) for pattern in patterns if (seeds := _seeds(pattern))]
         made: list[Candidate] = []
         for (pattern, seeds), quota in zip(plans, quotas([p.size for p, _ in plans], max_candidates)):
@@ -112,8 +148,10 @@ class OfflineCalcSynthesizer(Synthesizer):
 
 
 def _pool(store: "Store") -> list[dict[str, Any]]:
-    """The specs of every calc task in the store (sorted by task id)."""
-    rows = store.execute("SELECT spec FROM tasks WHERE env = $env ORDER BY task_id", {"env": ENV_NAME}).fetchall()
+    """The specs of every calc training task in the store (sorted by task id); eval tasks are held out and
+    shape neither the duplicate check nor the skill counts."""
+    rows = store.execute("SELECT spec FROM tasks WHERE env = $env AND split = 'train' ORDER BY task_id",
+                         {"env": ENV_NAME}).fetchall()
     return [json.loads(spec) if isinstance(spec, str) else spec for (spec,) in rows]
 
 
@@ -132,9 +170,10 @@ def _seeds(pattern: FailurePattern) -> list[tuple[str, dict[str, Any]]]:
 class _Run:
     """One ``propose`` call: the store's calc tasks, how often each skill value occurs, what was made."""
 
-    def __init__(self, pool: list[dict[str, Any]], seed: int, attempts: int) -> None:
+    def __init__(self, pool: list[dict[str, Any]], seed: int, attempts: int, space: SkillSpace = FULL_SPACE) -> None:
         self.seed = seed
         self.attempts = attempts
+        self.space = space
         self.prompts = {spec.get("prompt") for spec in pool if isinstance(spec, dict)}
         self.counts: Counter[tuple[str, Any]] = Counter()
         for spec in pool:
@@ -161,7 +200,7 @@ class _Run:
         return made
 
     def _move(self, cell: Cell, rng: random.Random, rare: bool) -> tuple[Cell, str] | None:
-        options = neighbours(cell)
+        options = neighbours(cell, self.space)
         if not options:
             return None
         if rare:  # towards what the store holds least of
@@ -175,6 +214,9 @@ class _Run:
     def _make(self, pattern: FailurePattern, task_id: str, spec: dict[str, Any], rng: random.Random,
               attempt: int) -> Candidate | None:
         cell, moves = cell_of(spec), []
+        if self.space != FULL_SPACE and project(cell, self.space) != cell:
+            cell = project(cell, self.space)
+            moves.append("into the synthesizer's space")
         for _ in range(MOVES.get(pattern.dominant_signal, 1)):
             moved = self._move(cell, rng, rare=pattern.dominant_signal == "rare")
             if moved is None:
