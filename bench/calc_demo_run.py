@@ -76,7 +76,8 @@ def score(path: str, env, sets: dict[str, list[dict]], max_turns: int) -> dict[s
         out[name] = round(success_rate(results), 4)
         if name == "held_out":
             by = defaultdict(lambda: [0, 0])
-            for task, (_, _, ok) in zip(tasks, results):
+            for task, result in zip(tasks, results):
+                ok = result.success
                 for key in ("calls", "operands", "distractors"):
                     by[f"{key}={task['spec']['skill'][key]}"][0] += ok
                     by[f"{key}={task['spec']['skill'][key]}"][1] += 1

@@ -3,9 +3,10 @@
     from coevolve_engine.demo import run_demo
     run_demo(Path("coevolve-demo"), rounds=4)
 
-1. A store with calc's seed tasks (training; they cover part of the skill space), calc's held-out test tasks
-   (split 'eval'; they cover all of it) and reference rollouts of the seed tasks at step 0, the warm-up's
-   demonstrations.
+1. A store with the training tasks (calc's seed split in the 'steps' form, plus a few tasks one skill move
+   beyond it: they cover part of the skill space), calc's held-out test tasks (split 'eval', 'steps' form; they
+   cover all of it) and reference rollouts of the training tasks at step 0, the warm-up's demonstrations (the
+   reference agent's rollouts: the signal views leave them out, see ``sql/views/scored_trajectories.sql``).
 2. A tiny Qwen3 policy: a tokenizer trained on those demonstrations and the skill words, a model from a config.
 3. `coevolve-engine run` with the demo's configuration (``coevolve_engine/data/demo.toml``, copied into the
    folder as run.toml): SFT warm-up, then rounds of GRPO, held-out evaluation, signals, patterns, offline
@@ -37,13 +38,16 @@ class DemoSize:
 
     seed_tasks: int
     eval_tasks: int
+    frontier_tasks: int
     rounds: int
     overrides: tuple[str, ...] = ()
 
 
-FULL = DemoSize(seed_tasks=200, eval_tasks=157, rounds=4)
-QUICK = DemoSize(seed_tasks=24, eval_tasks=20, rounds=2, overrides=(
-    "warmup.steps=20", "trainer.steps_per_round=2", "trainer.options.num_generations=4",
+FULL = DemoSize(seed_tasks=160, frontier_tasks=40, eval_tasks=157, rounds=4)
+#: 150 warm-up steps: with 20, every rollout failed and called no tool, so no signal flagged anything (the
+#: reference demonstrations are not the policy's history) and no task was synthesized.
+QUICK = DemoSize(seed_tasks=20, frontier_tasks=4, eval_tasks=20, rounds=2, overrides=(
+    "warmup.steps=150", "trainer.steps_per_round=2", "trainer.options.num_generations=4",
     "trainer.options.groups_per_step=2", "synthesis.max_candidates=4",
 ))
 
@@ -62,19 +66,52 @@ def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str]
     db, policy = folder / "demo.duckdb", folder / "policy"
     environment = load_environment(ENV)
     with Store(db) as store:
-        seeds = store.add_records("tasks", list(environment.load_tasks(split="seed", n=size.seed_tasks, seed=seed)),
-                                  label="calc seed tasks")
+        seeds = store.add_records("tasks", seed_tasks(environment, size.seed_tasks, seed)
+                                  + frontier_tasks(environment, size.frontier_tasks, seed), label="calc seed tasks")
         held = store.add_records("tasks", held_out(environment)[:size.eval_tasks], label="calc test tasks (held out)")
         demonstrated = store.scalar("SELECT count(*) FROM trajectories WHERE step = 0")
     if seeds.added or held.added:
-        echo(f"store {db}: {size.seed_tasks} seed tasks for training, {size.eval_tasks} held-out test tasks")
+        echo(f"store {db}: {size.seed_tasks + size.frontier_tasks} training tasks ({size.seed_tasks} of calc's seed "
+             f"split, {size.frontier_tasks} one skill move beyond it), {size.eval_tasks} held-out test tasks")
     if not demonstrated:
         summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), k=1, step=0, concurrency=1)
-        echo(f"demonstrations: {summary.rollouts} reference rollouts of the seed tasks at step 0")
+        echo(f"demonstrations: {summary.rollouts} reference rollouts of the training tasks at step 0")
     if not (policy / "model.safetensors").exists():
         _build_policy(db, policy, environment)
         echo(f"policy {policy}: a tiny Qwen3 built from a config, tokenizer trained on the demonstrations")
     return db, policy
+
+
+def seed_tasks(environment, n: int, seed: int = 0) -> list[dict]:
+    """The demo's training tasks: ``n`` of calc's seed split in the 'steps' form, the form the held-out tasks
+    take (a 'goal' demonstration shows an operand the policy would have to compute, which a tiny model does not
+    learn in minutes: half the warm-up's demonstrations taught nothing held-out)."""
+    tasks = [task for task in environment.load_tasks(split="seed", n=2 * n + 40, seed=seed)
+             if task["spec"]["form"] == "steps"]
+    if len(tasks) < n:
+        raise ValueError(f"calc's seed split holds fewer than {n} 'steps' tasks for seed {seed}")
+    return tasks[:n]
+
+
+#: The cells the demo's few frontier tasks come from: one move from the seed split's space (two-digit operands,
+#: or one distractor). Ten demonstrations a cell lift the warmed-up policy to 22% held-out (from 13% with 'steps'
+#: seed tasks alone, seed 0) and give it partial success one more move out (2 distractors, 2-digit chains).
+FRONTIER_CELLS = ((1, "large", 0), (2, "large", 0), (1, "small", 1), (2, "small", 1))
+
+
+def frontier_tasks(environment, n: int, seed: int = 0) -> list[dict]:
+    """``n`` 'steps' tasks of calc's ``full`` split (disjoint from the test split) in ``FRONTIER_CELLS``, the
+    cells taking turns."""
+    by_cell: dict[tuple, list[dict]] = {cell: [] for cell in FRONTIER_CELLS}
+    for task in environment.load_tasks(split="full", n=40 * n + 200, seed=seed):
+        skill = task["spec"]["skill"]
+        cell = (skill["calls"], skill["operands"], skill["distractors"])
+        if skill["form"] == "steps" and cell in by_cell:
+            by_cell[cell].append(task)
+    chosen = [task for tasks in zip(*by_cell.values()) for task in tasks][:n]
+    if len(chosen) < n:
+        raise ValueError(f"calc's full split holds fewer than {n} frontier tasks for seed {seed}")
+    return chosen
 
 
 def held_out(environment) -> list[dict]:

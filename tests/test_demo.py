@@ -61,6 +61,21 @@ def test_synthesized_tasks_join_the_training_set_and_round_1_draws_them(demo):
     assert drawn > 0
 
 
+def test_the_demonstrations_warm_up_the_policy_but_flag_nothing(demo):
+    folder, _ = demo
+    (demonstrations,), = rows(folder, "SELECT count(*) FROM trajectories WHERE policy = 'reference'")
+    assert demonstrations == 24  # one reference rollout per seed task, at step 0
+    (scored,), = rows(folder, "SELECT count(*) FROM scored_trajectories WHERE policy = 'reference'")
+    assert scored == 0  # else every seed task the policy then fails would be flagged 'forgetting'
+
+
+def test_every_task_takes_the_held_out_form(demo):
+    folder, _ = demo
+    forms = rows(folder, "SELECT DISTINCT json_extract_string(spec, '$.form') FROM tasks")
+    (synthesized,), = rows(folder, "SELECT count(*) FROM tasks WHERE source = 'synthesized'")
+    assert forms == [("steps",)] and synthesized > 0
+
+
 def test_running_it_again_resumes_and_finds_nothing_to_do(demo):
     folder, _ = demo
     before = rows(folder, "SELECT count(*) FROM trajectories")
