@@ -112,6 +112,8 @@ def warmed(bfcl, store_db, tmp_path_factory):
         warnings.filterwarnings("ignore", message=".*keep_end.* truncation mode is deprecated", category=FutureWarning)
         trainer = TRAINERS.load("sft").from_store(store_db, config, environment, BatchSource(WEIGHTS, seed=0))
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.progress_lines = []
+    trainer.progress = trainer.progress_lines.append
     report = trainer.train()
     return trainer, before, report, tmp
 
@@ -125,6 +127,16 @@ def test_sft_trains_on_the_weighted_tasks_and_saves_a_checkpoint(warmed):
     losses = trainer.losses
     assert len(losses) == SFT_STEPS and losses[-1] < losses[0] / 4, losses
     print(f"\nSFT: {report.steps} steps in {report.seconds:.1f} s, loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+
+
+def test_sft_reports_progress_every_tenth_of_the_steps_and_prints_no_log_dicts(warmed):
+    trainer, _, report, _ = warmed
+    every = max(1, SFT_STEPS // 10)
+    steps = [n for n in range(1, SFT_STEPS + 1) if n % every == 0 or n == SFT_STEPS]
+    assert trainer.progress_lines == [f"step {n}/{SFT_STEPS}: loss {trainer.losses[n - 1]:.4f}" for n in steps]
+    from transformers import PrinterCallback
+
+    assert not any(isinstance(cb, PrinterCallback) for cb in trainer._sft.callback_handler.callbacks)
 
 
 @pytest.fixture(scope="module")

@@ -77,6 +77,14 @@ def test_two_grpo_steps_change_the_parameters(trained):
     assert (report.checkpoint / "config.json").exists()
 
 
+def test_metrics_stay_in_the_log_history_and_are_not_printed(trained):
+    from transformers import PrinterCallback
+
+    trainer = trained[0]
+    assert [entry["step"] for entry in trainer._grpo.state.log_history if "loss" in entry] == [1, 2]
+    assert not any(isinstance(cb, PrinterCallback) for cb in trainer._grpo.callback_handler.callbacks)
+
+
 def test_every_rollout_is_in_the_store_in_intact_groups(trained):
     _, _, report, rows, _ = trained
     assert report.groups == 4 and report.rollouts == 4 * K == len(rows)

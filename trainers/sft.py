@@ -24,7 +24,7 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
 
@@ -223,6 +223,27 @@ class RFTTrainer(Trainer):
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
         self._sft = SFTTrainer(model=model, processing_class=tokenizer, args=self.args,
                                train_dataset=_dataset(self.rows))
+        #: where a line of progress goes every tenth of a train() call (None: nowhere); the run sets it
+        self.progress: Callable[[str], None] | None = None
+        self._quiet_logs()
+
+    def _quiet_logs(self) -> None:
+        """transformers prints every logged step as a dict (1000 lines for a 1000-step warm-up); instead, a
+        line every tenth of the steps goes to ``self.progress``. The losses stay in ``state.log_history``."""
+        from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+
+        trainer = self
+
+        class TenthsCallback(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                every = max(1, state.max_steps // 10)  # each train() call starts a new state at step 0
+                if trainer.progress is not None and logs and "loss" in logs and (
+                        state.global_step % every == 0 or state.global_step == state.max_steps):
+                    trainer.progress(f"step {state.global_step}/{state.max_steps}: loss {logs['loss']:.4f}")
+
+        self._sft.remove_callback(PrinterCallback)
+        self._sft.remove_callback(ProgressCallback)
+        self._sft.add_callback(TenthsCallback())
 
     @classmethod
     def from_store(cls, db: str | Path, config: RFTConfig, environment: Any, source: BatchSource, *,

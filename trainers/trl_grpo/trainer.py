@@ -179,6 +179,11 @@ class TRLGRPOTrainer(Trainer):
                 environment_factory=classes, reward_funcs=list(reward_funcs) if reward_funcs else None,
             )
         self._grpo.owner = self  # read by the sampler and the rollout hook, which run only inside train()
+        from transformers import PrinterCallback
+
+        # transformers would print each step's metrics as a dict; the sink reports progress per group, and the
+        # metrics stay in state.log_history
+        self._grpo.remove_callback(PrinterCallback)
 
     @classmethod
     def from_store(
