@@ -24,12 +24,7 @@ from typing import Any, Iterable
 from coevolve_engine.adapters.calls import CallParseError, parse_tool_calls
 from coevolve_engine.adapters.environments.base import Environment, Episode
 from coevolve_engine.evaluations import TaskResult
-from coevolve_engine.trainers.trl_grpo.tool_environment import (
-    EpisodeEnvironment,
-    _tool_method,
-    tool_set_name,
-    trl_tool_schemas,
-)
+from coevolve_engine.trainers.trl_grpo.tool_environment import tool_set_class, tool_set_name, trl_tool_schemas
 
 
 class _ToolSchemas:
@@ -42,14 +37,7 @@ class _ToolSchemas:
     def __call__(self, task_id: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         name = tool_set_name(tools)
         if name not in self._schemas:
-            clashes = [t["function"]["name"] for t in tools
-                       if t["function"]["name"].startswith("_") or hasattr(EpisodeEnvironment, t["function"]["name"])]
-            if clashes:
-                raise ValueError(f"task {task_id}: tool names {clashes} clash with the environment's own methods")
-            methods = {t["function"]["name"]: _tool_method(t) for t in tools}
-            cls = type(f"Env_{name.replace('-', '_')}", (EpisodeEnvironment,),
-                       {"environment": self.environment, **methods})
-            self._schemas[name] = trl_tool_schemas(cls)
+            self._schemas[name] = trl_tool_schemas(tool_set_class(self.environment, task_id, tools))
         return self._schemas[name]
 
 

@@ -187,12 +187,17 @@ def environment_classes(
         name = tool_set_name(tools)
         task_sets[task["task_id"]] = name
         if name not in classes:
-            clashes = [t["function"]["name"] for t in tools
-                       if t["function"]["name"].startswith("_") or hasattr(EpisodeEnvironment, t["function"]["name"])]
-            if clashes:
-                raise ValueError(
-                    f"task {task['task_id']}: tool names {clashes} clash with the environment's own methods")
-            methods = {t["function"]["name"]: _tool_method(t) for t in tools}
-            classes[name] = type(f"Env_{name.replace('-', '_')}", (EpisodeEnvironment,),
-                                 {"environment": environment, **methods})
+            classes[name] = tool_set_class(environment, task["task_id"], tools)
     return classes, task_sets
+
+
+def tool_set_class(environment: Environment, task_id: str, tools: list[dict[str, Any]]) -> type[EpisodeEnvironment]:
+    """The ``EpisodeEnvironment`` class whose public methods are ``tools`` (the class TRL is given for that tool
+    set); ``task_id`` names the task in the error when a tool name clashes with the class's own methods."""
+    name = tool_set_name(tools)
+    clashes = [t["function"]["name"] for t in tools
+               if t["function"]["name"].startswith("_") or hasattr(EpisodeEnvironment, t["function"]["name"])]
+    if clashes:
+        raise ValueError(f"task {task_id}: tool names {clashes} clash with the environment's own methods")
+    methods = {t["function"]["name"]: _tool_method(t) for t in tools}
+    return type(f"Env_{name.replace('-', '_')}", (EpisodeEnvironment,), {"environment": environment, **methods})
