@@ -21,7 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 if TYPE_CHECKING:
     from coevolve_engine.adapters.agents.rollout import Rollout
@@ -172,6 +172,8 @@ class Trainer(ABC):
 
     source: BatchSource
     sink: TrajectorySink | None
+    #: where a trainer may send a line of progress during ``train`` (the run sets it; None: nowhere)
+    progress: Callable[[str], None] | None = None
     options_class: ClassVar[type | None] = None
     run_sets: ClassVar[tuple[str, ...]] = ()
 

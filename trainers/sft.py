@@ -24,7 +24,7 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
 
@@ -223,9 +223,7 @@ class RFTTrainer(Trainer):
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
         self._sft = SFTTrainer(model=model, processing_class=tokenizer, args=self.args,
                                train_dataset=_dataset(self.rows))
-        #: where a line of progress goes every tenth of a train() call (None: nowhere); the run sets it
-        self.progress: Callable[[str], None] | None = None
-        self._quiet_logs()
+        self._quiet_logs()  # progress (Trainer.progress) gets a line every tenth of a train() call
 
     def _quiet_logs(self) -> None:
         """transformers prints every logged step as a dict (1000 lines for a 1000-step warm-up); instead, a

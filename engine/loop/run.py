@@ -282,8 +282,7 @@ class RunLoop:
             db=self.db, environment=self.environment, source=source, sink=None,
             model=str(Path(c.trainer.model).resolve()), output_dir=str(output_dir), seed=c.seed, start_step=0,
             policy_name=c.trainer.policy_name, options=c.warmup.options)
-        if hasattr(trainer, "progress"):
-            trainer.progress = lambda line: self.echo(f"{label} {line}")
+        trainer.progress = lambda line: self.echo(f"{label} {line}")
         report = trainer.train(c.warmup.steps)
         if report.checkpoint is None:
             raise RunError(f"warm-up trainer {c.warmup.trainer} saved no checkpoint")
@@ -441,11 +440,9 @@ class RunLoop:
         return None
 
     def _phase_synthesize(self, round_: int, label: str) -> dict[str, Any]:
-        from coevolve_engine.synthesis.candidates import synthesize
-
         import inspect
 
-        from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+        from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize
 
         c = self.config.synthesis
         synthesizer = SYNTHESIZERS.load(c.synthesizer)
