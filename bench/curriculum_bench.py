@@ -2,13 +2,18 @@
 
     HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True python bench/curriculum_bench.py --out /tmp/curriculum
     python bench/curriculum_bench.py --out /tmp/cb --quick          # the mechanics in a minute or two
+    python bench/curriculum_bench.py --out /tmp/cb --jobs 2 --set warmup.steps=800   # two runs at a time
 
 Per seed, the demo's store and policy are prepared and warmed up once (coevolve_engine.demo), then each
 strategy runs `coevolve-engine run` from that warmed-up checkpoint on a copy of the store, with the demo's
-configuration and `curriculum.strategy` set. Held-out success comes from the store (the run's eval phase writes
-every round's evaluation): one row per (strategy, seed, round) with the last training step and the success.
-Prints a table of mean and spread over seeds per strategy and round, and the steps each strategy needed to
-reach uniform's final held-out success; writes results.csv, table.md and heldout.png under --out.
+configuration, the --set overrides and `curriculum.strategy` set. Held-out success comes from the store (the run's
+eval phase writes every round's evaluation): one row per (strategy, seed, round) with the last training step and
+the success. Prints a table of mean and spread over seeds per strategy and round, and the steps each strategy
+needed to reach uniform's final held-out success; writes results.csv, table.md and heldout.png under --out.
+
+Every run is a resumable `coevolve-engine run` in its own folder, so a rerun with the same --out finishes what
+was interrupted and reads what was finished. With --jobs N, N runs go at a time in separate processes, each
+with its share of the cores as torch threads.
 """
 
 from __future__ import annotations
@@ -23,25 +28,28 @@ from pathlib import Path
 STRATEGIES = ("coevolve", "uniform", "plr", "dapo-filter")
 
 
-def warmed_base(out: Path, seed: int, quick: bool) -> tuple[Path, Path]:
+def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """The seed's prepared store (tasks, demonstrations) and its warmed-up checkpoint, made once."""
     from coevolve_engine.demo import FULL, QUICK, prepare, run_demo
     from coevolve_engine.store import Store
 
     base = out / f"seed-{seed}" / "base"
-    db, _ = prepare(base, QUICK if quick else FULL, seed=seed)
+    db, _ = prepare(base, QUICK if quick else FULL, seed=seed, echo=lambda line: None)
+    query = ("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
+             "WHERE phase = 'warmup' AND status = 'finished'")
     with Store(db, read_only=True) as store:
-        warmed = store.scalar("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
-                              "WHERE phase = 'warmup' AND status = 'finished'")
+        warmed = store.scalar(query)
     if warmed is None:  # run the demo's warm-up alone: round 0 up to its train phase is not needed
-        run_demo(base, quick=quick, rounds=1, seed=seed, overrides=("trainer.steps_per_round=1",))
+        run_demo(base, quick=quick, rounds=1, seed=seed, overrides=(*sets, "trainer.steps_per_round=1"),
+                 echo=lambda line: None)
         with Store(db, read_only=True) as store:
-            warmed = store.scalar("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
-                                  "WHERE phase = 'warmup' AND status = 'finished'")
+            warmed = store.scalar(query)
     return db, Path(warmed)
 
 
-def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Path, quick: bool) -> list[dict]:
+def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Path, quick: bool,
+                 sets: tuple[str, ...] = ()) -> list[dict]:
+    """One strategy's run from the seed's warmed-up checkpoint (resumed if it was interrupted); its evaluations."""
     from coevolve_engine.demo import FULL, QUICK, demo_config_text
     from coevolve_engine.loop import RunLoop, load_config
     from coevolve_engine.store import Store
@@ -49,19 +57,21 @@ def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Pat
     folder = out / f"seed-{seed}" / strategy
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "store.duckdb"
-    if not db.exists():  # the prepared store without the base's own run
-        shutil.copy(base_db, db)
-        with Store(db) as store, store.transaction() as con:
+    if not db.exists():  # the prepared store without the base's own run, renamed into place once clean
+        fresh = folder / "fresh.duckdb"
+        shutil.copy(base_db, fresh)
+        with Store(fresh) as store, store.transaction() as con:
             for table in ("eval_results", "evaluations", "run_phases", "rounds", "task_weights", "weight_sets",
                           "pattern_members", "failure_patterns", "candidates"):
                 con.execute(f"DELETE FROM {table}")
             con.execute("DELETE FROM tasks WHERE source = 'synthesized'")
             con.execute("DELETE FROM trajectories WHERE step > 0")
+        fresh.rename(db)
     config_path = folder / "run.toml"
     config_path.write_text(demo_config_text(), encoding="utf-8")
     size = QUICK if quick else FULL
     settings = [] if strategy == "coevolve" else ["curriculum.settings={}"]
-    config = load_config(config_path, [*size.overrides, f"rounds={size.rounds}", f"seed={seed}",
+    config = load_config(config_path, [*size.overrides, f"rounds={size.rounds}", f"seed={seed}", *sets,
                                        f"trainer.model={warmed}", f"trainer.output_dir={folder / 'checkpoints'}",
                                        "warmup.steps=0", f"curriculum.strategy={strategy}", *settings])
     RunLoop(db, config, echo=lambda line: None).run()
@@ -69,6 +79,20 @@ def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Pat
         rows = store.execute("SELECT label, step, success_rate FROM evaluations ORDER BY step, label").fetchall()
     return [{"strategy": strategy, "seed": seed, "label": label, "step": step, "heldout": rate}
             for label, step, rate in rows]
+
+
+def _timed(job, *args) -> tuple[object, float]:
+    started = time.perf_counter()
+    return job(*args), time.perf_counter() - started
+
+
+def _threads(count: int) -> None:
+    import torch
+
+    from coevolve_engine.loop.train_round import quiet_libraries
+
+    torch.set_num_threads(count)
+    quiet_libraries()
 
 
 def summarise(rows: list[dict]) -> tuple[list[dict], dict[str, int | None]]:
@@ -116,18 +140,36 @@ def main() -> None:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--quick", action="store_true", help="the demo's --quick size: checks the mechanics only")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="a run setting over the demo's configuration, for the warm-up and every strategy "
+                             "(repeatable), e.g. warmup.steps=600")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process [default: 1]")
     args = parser.parse_args()
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    strategies = args.strategies.split(",")
+    sets = tuple(args.sets)
+    args.out.mkdir(parents=True, exist_ok=True)
 
-    from coevolve_engine.loop.train_round import quiet_libraries
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
 
-    quiet_libraries()
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    context = multiprocessing.get_context("spawn")  # torch and duckdb in a forked child are not safe
     rows: list[dict] = []
-    for seed in (int(s) for s in args.seeds.split(",")):
-        base_db, warmed = warmed_base(args.out, seed, args.quick)
-        for strategy in args.strategies.split(","):
-            started = time.perf_counter()
-            rows += run_strategy(args.out, seed, strategy, base_db, warmed, args.quick)
-            print(f"seed {seed} {strategy}: {time.perf_counter() - started:.0f} s", flush=True)
+    with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_threads, initargs=(threads,)) as pool:
+        warmups = {seed: pool.submit(_timed, warmed_base, args.out, seed, args.quick, sets) for seed in seeds}
+        bases = {}
+        for seed, future in warmups.items():  # every seed's warm-up first: its strategies start from it
+            bases[seed], seconds = future.result()
+            print(f"seed {seed} warm-up: {seconds:.0f} s", flush=True)
+        runs = {(seed, strategy): pool.submit(_timed, run_strategy, args.out, seed, strategy, *bases[seed],
+                                              args.quick, sets)
+                for seed in seeds for strategy in strategies}
+        for (seed, strategy), future in runs.items():
+            result, seconds = future.result()
+            rows += result
+            print(f"seed {seed} {strategy}: {seconds:.0f} s", flush=True)
     with (args.out / "results.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
