@@ -1,7 +1,8 @@
 """How many warm-up (sft) steps does a calc policy need? Trains the engine's sft trainer on a prepared store's
-reference rollouts (bench/calc_demo_run.py makes one) and scores it greedily every --every steps.
+reference rollouts and scores it greedily every --every steps. --demo is a folder `coevolve-engine demo --dir`
+prepared (its demo.duckdb and policy/; the demo prepares both before its first phase).
 
-    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 python bench/calc_sft_curve.py --store /tmp/cd/a2 --steps 400 --every 100 \\
+    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 python bench/calc_sft_curve.py --demo coevolve-demo --steps 1000 --every 100 \\
         [--lr 5e-3 --batch 16]
 """
 import argparse
@@ -14,21 +15,21 @@ from coevolve_engine.trainers import BatchSource
 from coevolve_engine.trainers.sft import RFTConfig, RFTTrainer
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--store", required=True)
+parser.add_argument("--demo", required=True)
 parser.add_argument("--steps", type=int, default=400)
 parser.add_argument("--every", type=int, default=100)
 parser.add_argument("--lr", type=float, default=5e-3)
 parser.add_argument("--batch", type=int, default=16)
 args = parser.parse_args()
 env = load_environment("calc")
-db = Path(args.store) / "store.duckdb"
+db = Path(args.demo) / "demo.duckdb"
 seed = list(env.load_tasks(split="seed", n=100, seed=7))
 held = [t for t in env.load_tasks(split="test") if t["spec"]["form"] == "steps"]
-config = RFTConfig(model=str(Path(args.store) / "policy"), output_dir=f"/tmp/cd/sft/{time.time():.0f}",
+config = RFTConfig(model=str(Path(args.demo) / "policy"), output_dir=f"/tmp/sft-curve/{time.time():.0f}",
                    learning_rate=args.lr, batch_size=args.batch, max_length=384, save_checkpoint=False)
 from coevolve_engine.store import Store
 with Store(db, read_only=True) as store:
-    ids = [r[0] for r in store.execute("SELECT task_id FROM tasks").fetchall()]
+    ids = [r[0] for r in store.execute("SELECT task_id FROM tasks WHERE split = 'train'").fetchall()]
 trainer = RFTTrainer.from_store(db, config, env, BatchSource({i: 1.0 for i in ids}, seed=0))
 clock = time.perf_counter()
 for done in range(args.every, args.steps + 1, args.every):
