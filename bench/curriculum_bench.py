@@ -25,7 +25,16 @@ import statistics
 import time
 from pathlib import Path
 
-STRATEGIES = ("coevolve", "uniform", "plr", "dapo-filter")
+#: What each benchmarked name sets over the demo's configuration. The four curriculum strategies all train on
+#: the task set the loop grows; "fixed" is the usual RL baseline: uniform draws from the training tasks as they
+#: were, nothing synthesized.
+SETTINGS = {
+    "coevolve": [],
+    "uniform": ["curriculum.strategy=uniform", "curriculum.settings={}"],
+    "plr": ["curriculum.strategy=plr", "curriculum.settings={}"],
+    "dapo-filter": ["curriculum.strategy=dapo-filter", "curriculum.settings={}"],
+    "fixed": ["curriculum.strategy=uniform", "curriculum.settings={}", "synthesis.synthesizer=none"],
+}
 
 
 def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -> tuple[Path, Path]:
@@ -70,10 +79,9 @@ def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Pat
     config_path = folder / "run.toml"
     config_path.write_text(demo_config_text(), encoding="utf-8")
     size = QUICK if quick else FULL
-    settings = [] if strategy == "coevolve" else ["curriculum.settings={}"]
     config = load_config(config_path, [*size.overrides, f"rounds={size.rounds}", f"seed={seed}", *sets,
                                        f"trainer.model={warmed}", f"trainer.output_dir={folder / 'checkpoints'}",
-                                       "warmup.steps=0", f"curriculum.strategy={strategy}", *settings])
+                                       "warmup.steps=0", *SETTINGS[strategy]])
     RunLoop(db, config, echo=lambda line: None).run()
     with Store(db, read_only=True) as store:
         rows = store.execute("SELECT label, step, success_rate FROM evaluations ORDER BY step, label").fetchall()
@@ -112,6 +120,32 @@ def summarise(rows: list[dict]) -> tuple[list[dict], dict[str, int | None]]:
     return table, reach
 
 
+def paired(rows: list[dict]) -> list[dict]:
+    """Per strategy, over seeds: the final held-out success minus round 0's (what the later rounds added) and
+    minus uniform's final on the same seed (the strategies share each seed's warm-up, so differences pair)."""
+    final: dict[tuple[str, int], float] = {}
+    first: dict[tuple[str, int], float] = {}
+    for row in sorted(rows, key=lambda r: r["step"]):
+        if row["label"] != "start":
+            final[(row["strategy"], row["seed"])] = row["heldout"]
+            first.setdefault((row["strategy"], row["seed"]), row["heldout"])
+    out = []
+    for strategy in sorted({s for s, _ in final}):
+        seeds = sorted(seed for s, seed in final if s == strategy)
+        gain = [final[(strategy, seed)] - first[(strategy, seed)] for seed in seeds]
+        versus = [final[(strategy, seed)] - final[("uniform", seed)] for seed in seeds if ("uniform", seed) in final]
+        out.append({"strategy": strategy, "gain": gain, "versus_uniform": versus})
+    return out
+
+
+def _points(values: list[float]) -> str:
+    if not values:
+        return "-"
+    spread = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return (f"{100 * statistics.mean(values):+.1f} (sd {100 * spread:.1f}; "
+            + " ".join(f"{100 * v:+.1f}" for v in values) + ")")
+
+
 def plot(table: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -137,7 +171,7 @@ def plot(table: list[dict], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--strategies", default=",".join(SETTINGS))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--quick", action="store_true", help="the demo's --quick size: checks the mechanics only")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -147,6 +181,8 @@ def main() -> None:
     args = parser.parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",")]
     strategies = args.strategies.split(",")
+    if unknown := sorted(set(strategies) - set(SETTINGS)):
+        parser.error(f"unknown strategies {unknown}; choose from {', '.join(SETTINGS)}")
     sets = tuple(args.sets)
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -178,6 +214,9 @@ def main() -> None:
     lines = ["| strategy | evaluated | step | held-out mean | spread (sd) | seeds |", "|---|---|---|---|---|---|"]
     lines += [f"| {t['strategy']} | {t['label']} | {t['step']} | {100 * t['mean']:.1f}% | {100 * t['spread']:.1f} | "
               f"{t['seeds']} |" for t in table]
+    lines += ["", "| strategy | last round minus round 0, points | final minus uniform's final, points |",
+              "|---|---|---|"]
+    lines += [f"| {p['strategy']} | {_points(p['gain'])} | {_points(p['versus_uniform'])} |" for p in paired(rows)]
     lines += ["", "Steps to reach uniform's final held-out success (mean over seeds): "
               + ", ".join(f"{s} {step if step is not None else 'never'}" for s, step in sorted(reach.items()))]
     text = "\n".join(lines)
