@@ -1,7 +1,7 @@
 """The offline demo: the whole loop on the built-in calc environment with a tiny policy built here.
 
     from coevolve_engine.demo import run_demo
-    run_demo(Path("coevolve-demo"), rounds=4)
+    run_demo(Path("coevolve-demo"), rounds=8)
 
 1. A store with the training tasks (calc's seed split in the 'steps' form, plus a few tasks one skill move
    beyond it: they cover part of the skill space), calc's held-out test tasks (split 'eval', 'steps' form; they
@@ -43,7 +43,7 @@ class DemoSize:
     overrides: tuple[str, ...] = ()
 
 
-FULL = DemoSize(seed_tasks=160, frontier_tasks=40, eval_tasks=157, rounds=4)
+FULL = DemoSize(seed_tasks=160, frontier_tasks=40, eval_tasks=157, rounds=8)
 #: 150 warm-up steps: with 20, every rollout failed and called no tool, so no signal flagged anything (the
 #: reference demonstrations are not the policy's history) and no task was synthesized.
 QUICK = DemoSize(seed_tasks=20, frontier_tasks=4, eval_tasks=20, rounds=2, overrides=(

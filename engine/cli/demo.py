@@ -9,12 +9,12 @@ import click
 
 @click.command(epilog="""\b
 Examples:
-  coevolve-engine demo                          ./coevolve-demo, 4 rounds (a few minutes on 2 cores)
-  coevolve-engine demo --dir /tmp/d --rounds 6  more rounds (a rerun adds the missing ones)
+  coevolve-engine demo                          ./coevolve-demo, 8 rounds (about 10 minutes on 2 cores)
+  coevolve-engine demo --dir /tmp/d --rounds 4  fewer rounds; a rerun with more adds the missing ones
   coevolve-engine demo --quick                  2 short rounds on a few tasks (seconds: what the tests run)""")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), default=Path("coevolve-demo"),
               show_default=True, help="Where the store, the policy, the checkpoints and run.toml go.")
-@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds to finish. [default: 4; 2 --quick]")
+@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds to finish. [default: 8; 2 --quick]")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the tasks, the policy and the run.")
 @click.option("--quick", is_flag=True, help="A small, fast demo (few tasks, 2 short rounds).")
 @click.option("--set", "-s", "overrides", multiple=True, metavar="KEY=VALUE",
