@@ -6,10 +6,14 @@
 
 Per seed, the demo's store and policy are prepared and warmed up once (coevolve_engine.demo), then each
 strategy runs `coevolve-engine run` from that warmed-up checkpoint on a copy of the store, with the demo's
-configuration, the --set overrides and `curriculum.strategy` set. Held-out success comes from the store (the run's
-eval phase writes every round's evaluation): one row per (strategy, seed, round) with the last training step and
-the success. Prints a table of mean and spread over seeds per strategy and round, and the steps each strategy
-needed to reach uniform's final held-out success; writes results.csv, table.md and heldout.png under --out.
+configuration, the --set overrides and the strategy's settings (SETTINGS). Held-out success comes from the store
+(the run's eval phase writes every round's evaluation): one row per (strategy, seed, round) with the last
+training step and the success. Prints a table of mean and spread over seeds per strategy and round, each seed's
+paired differences (last round minus round 0; final minus uniform's final), and the steps each strategy needed
+to reach uniform's final held-out success; writes results.csv, table.md and heldout.png under --out.
+
+The demo's configuration is 8 rounds of 25 GRPO steps; `--set rounds=4` halves the budget, and `--set rounds=8`
+on a finished 4-round benchmark extends every run to 8.
 
 Every run is a resumable `coevolve-engine run` in its own folder, so a rerun with the same --out finishes what
 was interrupted and reads what was finished. With --jobs N, N runs go at a time in separate processes, each
@@ -49,7 +53,7 @@ def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -
     with Store(db, read_only=True) as store:
         warmed = store.scalar(query)
     if warmed is None:  # run the demo's warm-up alone: round 0 up to its train phase is not needed
-        run_demo(base, quick=quick, rounds=1, seed=seed, overrides=(*sets, "trainer.steps_per_round=1"),
+        run_demo(base, quick=quick, seed=seed, overrides=(*sets, "rounds=1", "trainer.steps_per_round=1"),
                  echo=lambda line: None)
         with Store(db, read_only=True) as store:
             warmed = store.scalar(query)
@@ -217,8 +221,9 @@ def main() -> None:
     lines += ["", "| strategy | last round minus round 0, points | final minus uniform's final, points |",
               "|---|---|---|"]
     lines += [f"| {p['strategy']} | {_points(p['gain'])} | {_points(p['versus_uniform'])} |" for p in paired(rows)]
-    lines += ["", "Steps to reach uniform's final held-out success (mean over seeds): "
-              + ", ".join(f"{s} {step if step is not None else 'never'}" for s, step in sorted(reach.items()))]
+    if any(t["strategy"] == "uniform" for t in table):
+        lines += ["", "Steps to reach uniform's final held-out success (mean over seeds): "
+                  + ", ".join(f"{s} {step if step is not None else 'never'}" for s, step in sorted(reach.items()))]
     text = "\n".join(lines)
     (args.out / "table.md").write_text(text + "\n")
     plot(table, args.out / "heldout.png")
