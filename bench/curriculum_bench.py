@@ -44,19 +44,18 @@ SETTINGS = {
 def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """The seed's prepared store (tasks, demonstrations) and its warmed-up checkpoint, made once."""
     from coevolve_engine.demo import FULL, QUICK, prepare, run_demo
+    from coevolve_engine.loop.run import warmup_checkpoint
     from coevolve_engine.store import Store
 
     base = out / f"seed-{seed}" / "base"
     db, _ = prepare(base, QUICK if quick else FULL, seed=seed, echo=lambda line: None)
-    query = ("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
-             "WHERE phase = 'warmup' AND status = 'finished'")
     with Store(db, read_only=True) as store:
-        warmed = store.scalar(query)
+        warmed = warmup_checkpoint(store)
     if warmed is None:  # run the demo's warm-up alone: round 0 up to its train phase is not needed
         run_demo(base, quick=quick, seed=seed, overrides=(*sets, "rounds=1", "trainer.steps_per_round=1"),
                  echo=lambda line: None)
         with Store(db, read_only=True) as store:
-            warmed = store.scalar(query)
+            warmed = warmup_checkpoint(store)
     return db, Path(warmed)
 
 

@@ -214,8 +214,7 @@ class RunLoop:
     def _starting_policy(self, store: Store, round_: int) -> str:
         if round_ == 0:
             if self.config.warmup.steps > 0:
-                warmed = store.scalar("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
-                                      "WHERE round = 0 AND phase = 'warmup' AND status = 'finished'")
+                warmed = warmup_checkpoint(store)
                 if warmed:
                     return warmed
             return str(Path(self.config.trainer.model).resolve())
@@ -516,6 +515,12 @@ class RunLoop:
         accepted = sum(n for verdict, _, n in rows if verdict == "accepted")
         return {"candidates": sum(n for *_, n in rows), "accepted": accepted,
                 "rejected": {reason: n for verdict, reason, n in rows if verdict == "rejected"}}
+
+
+def warmup_checkpoint(store: Store) -> str | None:
+    """The checkpoint the store's finished warm-up phase saved (round 0), or None."""
+    return store.scalar("SELECT json_extract_string(outputs, '$.checkpoint') FROM run_phases "
+                        "WHERE round = 0 AND phase = 'warmup' AND status = 'finished'")
 
 
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:
