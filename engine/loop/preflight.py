@@ -38,9 +38,8 @@ def _checked(key: str, check: Callable[[], Any]) -> Any:
         raise ConfigError(f"{key}: {exc}") from None
 
 
-def check_plugins(config: "RunConfig", db: Path, environment: Callable[[], Any], *, start_model: bool = True) -> None:
-    """Resolve and check every plugin of ``config`` (``environment`` builds the run's environment); with
-    ``start_model``, round 0 has yet to train, so the policy it starts from must exist."""
+def check_plugins(config: "RunConfig", db: Path, environment: Callable[[], Any]) -> None:
+    """Resolve and check every plugin of ``config`` (``environment`` builds the run's environment)."""
     import inspect
 
     from coevolve_engine.curriculum import load_strategy
@@ -48,9 +47,6 @@ def check_plugins(config: "RunConfig", db: Path, environment: Callable[[], Any],
     from coevolve_engine.trainers import TRAINERS
 
     _checked("env", environment)
-    if start_model and not Path(config.trainer.model).exists():
-        raise ConfigError(f"trainer.model: {config.trainer.model} does not exist (round 0 trains the policy found "
-                          "there: a local model directory)")
     trainer = _checked("trainer.name", lambda: TRAINERS.load(config.trainer.name))
     _checked("trainer.options", lambda: trainer.check_options(config.trainer.options,
                                                               f"trainer {config.trainer.name}"))

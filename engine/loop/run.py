@@ -124,15 +124,19 @@ class RunLoop:
         from coevolve_engine.lease import hold_lease
         from coevolve_engine.loop.preflight import check_plugins
 
-        check_plugins(self.config, self.db, lambda: self.environment, start_model=self._needs_start_model())
-        self._check_store()  # before the lease too: a refused run leaves the store as it was
+        check_plugins(self.config, self.db, lambda: self.environment)
+        self._check_store()  # before the lease too: a refused run leaves the store's data as it was
+        self._check_start_model()
         with hold_lease(self.db, "run", wait=self.wait, echo=self.echo):
             return self._run()
 
-    def _needs_start_model(self) -> bool:
-        """Whether a phase still to run reads trainer.model (round 0's warm-up or training)."""
+    def _check_start_model(self) -> None:
+        """The policy round 0 starts from must exist while round 0's warm-up or training is still to run."""
         status = self.status()
-        return any(status.get((0, phase)) != "finished" for phase in ("warmup", "train") if phase in self.phases(0))
+        if any(status.get((0, phase)) != "finished" for phase in ("warmup", "train") if phase in self.phases(0)) \
+                and not Path(self.config.trainer.model).exists():
+            raise ConfigError(f"trainer.model: {self.config.trainer.model} does not exist (round 0 trains the "
+                              "policy found there: a local model directory)")
 
     def _run(self) -> RunReport:
         todo = self.remaining()
