@@ -83,3 +83,35 @@ def test_running_it_again_resumes_and_finds_nothing_to_do(demo):
     assert result.exit_code == 0, result.output
     assert "nothing to do" in result.output
     assert rows(folder, "SELECT count(*) FROM trajectories") == before
+
+
+def _outcomes(folder):
+    """What a demo computed, without times, ids of processes or the folder's path."""
+    return {
+        "tasks": rows(folder, "SELECT task_id, split, source FROM tasks ORDER BY ALL"),
+        "trajectories": rows(folder, "SELECT task_id, step, group_id, reward, success, action_pattern "
+                                     "FROM trajectories ORDER BY ALL"),
+        "candidates": rows(folder, "SELECT round, candidate_id, verdict, reason FROM candidates ORDER BY ALL"),
+        "evaluations": rows(folder, "SELECT label, tasks, success_rate FROM evaluations ORDER BY ALL"),
+        "rounds": rows(folder, "SELECT round, status, first_step FROM rounds ORDER BY ALL"),
+        "lease": rows(folder, "SELECT count(*) FROM store_lease"),
+    }
+
+
+def test_two_demos_on_one_folder_one_refuses_and_the_other_equals_a_solo_run(demo, tmp_path):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "shared"
+    command = [sys.executable, "-m", "coevolve_engine.cli", "demo", "--quick", "--dir", str(folder)]
+    first, second = (subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                     for _ in range(2))
+    outputs = {process.pid: process.communicate(timeout=900)[0] for process in (first, second)}
+    codes = {process.pid: process.returncode for process in (first, second)}
+    assert sorted(codes.values()) == [0, 1], outputs
+    winner = next(pid for pid, code in codes.items() if code == 0)
+    loser = next(pid for pid, code in codes.items() if code == 1)
+    assert f"is in use by `demo` (pid {winner} on" in outputs[loser], outputs[loser]
+    assert len(outputs[loser].strip().splitlines()) == 1  # refused before it built or printed anything
+    solo, _ = demo
+    assert _outcomes(folder) == _outcomes(solo)
