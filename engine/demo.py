@@ -24,12 +24,14 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from coevolve_engine.store import Store
+from coevolve_engine.lease import hold_lease
+from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
 if TYPE_CHECKING:
     from coevolve_engine.loop import RunConfig
 
 ENV = "calc"
+STORE_NAME = "demo.duckdb"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str]
     from coevolve_engine.rollouts import run_rollout_job
 
     folder.mkdir(parents=True, exist_ok=True)
-    db, policy = folder / "demo.duckdb", folder / "policy"
+    db, policy = folder / STORE_NAME, folder / "policy"
     environment = load_environment(ENV)
     with Store(db) as store:
         seeds = store.add_records("tasks", seed_tasks(environment, size.seed_tasks, seed)
@@ -140,12 +142,15 @@ def run_demo(folder: Path, *, quick: bool = False, rounds: int | None = None, se
 
     quiet_libraries()
     size = QUICK if quick else FULL
-    db, policy = prepare(folder, size, seed=seed, echo=echo)
-    config_path = folder / "run.toml"
-    if not config_path.exists():
-        config_path.write_text(demo_config_text(), encoding="utf-8")
-    config = load_config(config_path, [*size.overrides, f"rounds={rounds or size.rounds}", f"seed={seed}",
-                                       f"trainer.model={policy}", f"trainer.output_dir={folder / 'checkpoints'}",
-                                       *overrides])
-    RunLoop(db, config, echo=echo).run()
+    folder.mkdir(parents=True, exist_ok=True)
+    # the lease first: a second demo on this folder refuses before it builds or writes anything
+    with hold_lease(folder / STORE_NAME, "demo", wait=DEFAULT_WAIT_SECONDS, create=True, echo=echo):
+        db, policy = prepare(folder, size, seed=seed, echo=echo)
+        config_path = folder / "run.toml"
+        if not config_path.exists():
+            config_path.write_text(demo_config_text(), encoding="utf-8")
+        config = load_config(config_path, [*size.overrides, f"rounds={rounds or size.rounds}", f"seed={seed}",
+                                           f"trainer.model={policy}", f"trainer.output_dir={folder / 'checkpoints'}",
+                                           *overrides])
+        RunLoop(db, config, echo=echo).run()
     return db, config

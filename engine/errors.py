@@ -15,6 +15,15 @@ class StoreLockedError(StoreError):
     """Another process holds the store's write lock for longer than we were willing to wait."""
 
 
+class StoreDamagedError(StoreError):
+    """The store's file is damaged (truncated, or blocks that fail their checksum)."""
+
+    def __init__(self, path: object, detail: str) -> None:
+        super().__init__(
+            f"the store at {path} is damaged: {detail}. Nothing was changed. Restore it from a backup or a copy; "
+            "`coevolve-engine init` will not rewrite it (move it aside to start a new store there)")
+
+
 class IngestError(CoevolveError):
     """A file could not be ingested; nothing from it was written.
 

@@ -63,7 +63,9 @@ _INTEGER_TYPES = {
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
     "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
 }
-_STORE_TYPES = {"str": "VARCHAR", "int": "BIGINT", "number": "DOUBLE", "bool": "BOOLEAN"}
+# Integers are staged wider than the store keeps them, so that a value beyond BIGINT reaches the range check
+# (and its message) instead of failing the cast.
+_STORE_TYPES = {"str": "VARCHAR", "int": "HUGEINT", "number": "DOUBLE", "bool": "BOOLEAN"}
 
 
 def _type_fits(kind: str, duck_type: str) -> bool:
@@ -141,6 +143,9 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
             checks.append((field.name, f"{c} IS NOT NULL AND {_IS_OBJECT.format(c=c)}", "must be a JSON object"))
         if field.name == "split":
             checks.append(("split", "split NOT IN ('train', 'eval')", "split must be 'train' or 'eval', got {value!r}"))
+        if field.range is not None:
+            low, high = field.range
+            checks.append((field.name, f"{c} < {low} OR {c} > {high}", f"{{value}} is outside [{low}, {high}]"))
         if field.name == "reward":
             checks.append(("reward", "isnan(reward) OR reward < 0 OR reward > 1", "reward {value} is outside [0, 1]"))
         if field.name == "actions":
@@ -230,6 +235,7 @@ def _resolve_trajectories(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
             location=_location(fmt, line) if line is not None else None,
             field="group_id",
         )
+    _check_trajectory_conflicts(con, path, fmt)
     rows = con.execute("""
         SELECT r._line, r.task_id FROM ingest_resolved AS r JOIN tasks AS t USING (task_id)
         WHERE t.split = 'eval' ORDER BY r._line LIMIT 1
@@ -245,15 +251,74 @@ def _resolve_trajectories(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
         )
 
 
+def _check_trajectory_conflicts(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> None:
+    """A trajectory id already stored with other content is refused, naming both records (ids are immutable:
+    re-ingesting the same record adds nothing, a changed one must not vanish)."""
+    rows = con.execute("""
+        SELECT r._line, r.resolved_id, i.path, i.format, t.ingest_line
+        FROM ingest_resolved AS r JOIN trajectories AS t ON t.trajectory_id = r.resolved_id
+        LEFT JOIN ingests AS i ON i.ingest_id = t.ingest_id
+        WHERE r.task_id IS DISTINCT FROM t.task_id OR r.step IS DISTINCT FROM t.step
+           OR r.group_id IS DISTINCT FROM t.group_id OR r.reward IS DISTINCT FROM t.reward
+           OR r.success IS DISTINCT FROM t.success OR r.policy IS DISTINCT FROM t.policy
+           OR r.error IS DISTINCT FROM t.error OR json(r.actions) IS DISTINCT FROM json(t.actions)
+           OR json(r.messages) IS DISTINCT FROM json(t.messages) OR json(r.meta) IS DISTINCT FROM json(t.meta)
+        ORDER BY r._line LIMIT 1
+    """).fetchall()
+    if rows:
+        line, trajectory_id, stored_path, stored_format, stored_line = rows[0]
+        where = f"from {stored_path}" if stored_path else "written by the engine"
+        if stored_path and stored_line is not None:
+            where += f", {_location(stored_format, stored_line)}"
+        raise IngestError(
+            str(path),
+            f"trajectory {trajectory_id!r} is already in the store with different content ({where}); "
+            "trajectory ids are immutable: give the new record another trajectory_id, or leave it out to use "
+            "the record's content hash",
+            location=_location(fmt, line),
+            field="trajectory_id",
+        )
+
+
+def _check_known_tasks(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, ingest_id: int,
+                       create_tasks: bool) -> None:
+    """Every trajectory names a stored task; with ``create_tasks``, a placeholder task is stored for each id the
+    store lacks (a later ingest of the real task fills it in)."""
+    if create_tasks:
+        con.execute("""
+            INSERT INTO tasks (task_id, source, meta, split, ingest_id, ingest_line)
+            SELECT task_id, 'placeholder', '{"placeholder": true}', 'train', $ingest_id, min(_line)
+            FROM ingest_resolved ANTI JOIN tasks USING (task_id)
+            GROUP BY task_id ORDER BY min(_line)
+        """, {"ingest_id": ingest_id})
+        return
+    rows = con.execute("""
+        SELECT r._line, r.task_id, count(DISTINCT r.task_id) OVER ()
+        FROM ingest_resolved AS r ANTI JOIN tasks USING (task_id)
+        ORDER BY r._line LIMIT 1
+    """).fetchall()
+    if rows:
+        line, task_id, missing = rows[0]
+        raise IngestError(
+            str(path),
+            f"task {task_id!r} is not in the store" + (f" (nor are {missing - 1} other task ids of this file)"
+                                                       if missing > 1 else "")
+            + "; ingest its tasks first (`coevolve-engine ingest tasks FILE`), or pass --create-tasks to store a "
+              "placeholder for each",
+            location=_location(fmt, line),
+            field="task_id",
+        )
+
+
 def _insert_trajectories(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
     before = con.execute("SELECT count(*) FROM trajectories").fetchall()[0][0]
     con.execute(
         """
         INSERT INTO trajectories (trajectory_id, task_id, step, group_id, reward, success, action_pattern,
-                                  actions, messages, policy, meta, ingest_id, error)
+                                  actions, messages, policy, meta, ingest_id, error, ingest_line)
         SELECT r.resolved_id, r.task_id, r.step, r.group_id, r.reward, r.success,
                action_pattern_from_names(r.action_names), CAST(r.actions AS JSON), CAST(r.messages AS JSON),
-               r.policy, CAST(r.meta AS JSON), $ingest_id, r.error
+               r.policy, CAST(r.meta AS JSON), $ingest_id, r.error, r._line
         FROM ingest_resolved AS r
         ANTI JOIN trajectories AS t ON t.trajectory_id = r.resolved_id
         ORDER BY r._line
@@ -263,12 +328,32 @@ def _insert_trajectories(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
     return con.execute("SELECT count(*) FROM trajectories").fetchall()[0][0] - before
 
 
+_PLACEHOLDER = "coalesce(json_extract(t.meta, '$.placeholder') = 'true'::JSON, false)"
+
+
 def _check_task_conflicts(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> None:
     rows = con.execute(f"""
+        SELECT s._line, s.task_id, count(tr.trajectory_id), min(tr.trajectory_id)
+        FROM {_STAGED} AS s LEFT JOIN trajectories AS tr USING (task_id)
+        WHERE coalesce(s.split, 'train') = 'eval'
+        GROUP BY ALL HAVING count(tr.trajectory_id) > 0
+        ORDER BY s._line LIMIT 1
+    """).fetchall()
+    if rows:  # the held-out guard, in this order too: trajectories first, then the task as eval
+        line, task_id, count, first = rows[0]
+        raise IngestError(
+            str(path),
+            f"task {task_id!r} cannot be held out (split 'eval'): the store already has {count} trajectories of "
+            f"it ({first!r}, ...), which signals, patterns and synthesis would keep seeing; hold out another "
+            "task, or use a store without them",
+            location=_location(fmt, line),
+            field="split",
+        )
+    rows = con.execute(f"""
         SELECT s._line, s.task_id FROM {_STAGED} AS s JOIN tasks AS t USING (task_id)
-        WHERE s.env IS DISTINCT FROM t.env OR s.prompt IS DISTINCT FROM t.prompt
+        WHERE NOT {_PLACEHOLDER} AND (s.env IS DISTINCT FROM t.env OR s.prompt IS DISTINCT FROM t.prompt
            OR s.source IS DISTINCT FROM t.source OR coalesce(s.split, 'train') IS DISTINCT FROM t.split
-           OR json(s.spec) IS DISTINCT FROM json(t.spec) OR json(s.meta) IS DISTINCT FROM json(t.meta)
+           OR json(s.spec) IS DISTINCT FROM json(t.spec) OR json(s.meta) IS DISTINCT FROM json(t.meta))
         ORDER BY s._line LIMIT 1
     """).fetchall()
     if rows:
@@ -283,18 +368,25 @@ def _check_task_conflicts(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
 
 
 def _insert_tasks(con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
+    """Insert the new tasks and fill in the placeholders they name; returns how many were added or filled."""
+    filled = con.execute(f"""
+        UPDATE tasks AS t SET env = s.env, prompt = s.prompt, spec = CAST(s.spec AS JSON), source = s.source,
+               meta = CAST(s.meta AS JSON), split = coalesce(s.split, 'train'), ingest_id = $ingest_id,
+               ingest_line = s._line
+        FROM {_STAGED} AS s WHERE s.task_id = t.task_id AND {_PLACEHOLDER}
+    """, {"ingest_id": ingest_id}).fetchall()[0][0]
     before = con.execute("SELECT count(*) FROM tasks").fetchall()[0][0]
     con.execute(
         f"""
-        INSERT INTO tasks (task_id, env, prompt, spec, source, meta, ingest_id, split)
+        INSERT INTO tasks (task_id, env, prompt, spec, source, meta, ingest_id, split, ingest_line)
         SELECT s.task_id, s.env, s.prompt, CAST(s.spec AS JSON), s.source, CAST(s.meta AS JSON), $ingest_id,
-               coalesce(s.split, 'train')
+               coalesce(s.split, 'train'), s._line
         FROM {_STAGED} AS s ANTI JOIN tasks AS t USING (task_id)
         ORDER BY s._line
         """,
         {"ingest_id": ingest_id},
     )
-    return con.execute("SELECT count(*) FROM tasks").fetchall()[0][0] - before
+    return con.execute("SELECT count(*) FROM tasks").fetchall()[0][0] - before + filled
 
 
 def _drop_work_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -306,14 +398,17 @@ def _drop_work_tables(con: duckdb.DuckDBPyConnection) -> None:
             pass
 
 
-def ingest_file(store: "Store", path: Path, *, kind: str, format: str | None = None) -> IngestReport:
-    """Validate and ingest one file of ``kind`` ('trajectories' or 'tasks') as one transaction."""
+def ingest_file(store: "Store", path: Path, *, kind: str, format: str | None = None,
+                create_tasks: bool = False) -> IngestReport:
+    """Validate and ingest one file of ``kind`` ('trajectories' or 'tasks') as one transaction. Trajectories must
+    name stored tasks, unless ``create_tasks`` stores a placeholder task for each id the store lacks."""
     fmt = detect_format(path, format)
-    return _ingest(store, str(path), fmt, kind, lambda con: open_source(con, path, fmt, FIELDS[kind]))
+    return _ingest(store, str(path), fmt, kind, lambda con: open_source(con, path, fmt, FIELDS[kind]),
+                   create_tasks=create_tasks)
 
 
 def ingest_records(
-    store: "Store", records: Iterable[dict[str, Any]], *, kind: str, label: str = "records"
+    store: "Store", records: Iterable[dict[str, Any]], *, kind: str, label: str = "records", create_tasks: bool = False
 ) -> IngestReport:
     """Validate and ingest in-memory records (dicts in the record format) as one transaction; errors name
     ``label`` and the record's 1-based position."""
@@ -324,11 +419,12 @@ def ingest_records(
         canonical = json.dumps(records, sort_keys=True, default=str).encode()
         return hashlib.sha256(canonical).hexdigest()
 
-    return _ingest(store, label, "records", kind, register)
+    return _ingest(store, label, "records", kind, register, create_tasks=create_tasks)
 
 
 def _ingest(
-    store: "Store", label: str, fmt: str, kind: str, register: Callable[[duckdb.DuckDBPyConnection], str]
+    store: "Store", label: str, fmt: str, kind: str, register: Callable[[duckdb.DuckDBPyConnection], str], *,
+    create_tasks: bool = False,
 ) -> IngestReport:
     if store.read_only:
         raise IngestError(label, "the store is open read-only")
@@ -349,6 +445,7 @@ def _ingest(
             if kind == "trajectories":
                 _check_unique(con, path, fmt, "trajectory_id")
                 _resolve_trajectories(con, path, fmt)
+                _check_known_tasks(con, path, fmt, ingest_id, create_tasks)
                 added = _insert_trajectories(con, ingest_id)
             else:
                 _check_unique(con, path, fmt, "task_id")

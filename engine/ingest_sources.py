@@ -82,6 +82,9 @@ def table_from_records(
                     location=where,
                     field=name,
                 )
+            elif field.range is not None and not field.range[0] <= value <= field.range[1]:
+                raise IngestError(label, f"{value} is outside [{field.range[0]}, {field.range[1]}]", location=where,
+                                  field=name)
             elif field.kind in ("list", "object"):
                 try:  # key order is kept: an environment may read meaning into it
                     value = json.dumps(value, ensure_ascii=False, allow_nan=False)

@@ -11,17 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+#: The largest step a trajectory may have: every integer up to it is exact in JSON readers that use doubles,
+#: and the engine's step arithmetic (a run's next step, an offset) stays far inside the store's BIGINT.
+MAX_STEP = 2**53 - 1
+
+
 @dataclass(frozen=True)
 class Field:
     name: str
     kind: str
     required: bool
     help: str
+    range: tuple[int, int] | None = None  # int fields: the inclusive bounds a value must lie in
 
 
 TRAJECTORY_FIELDS: tuple[Field, ...] = (
     Field("task_id", "str", True, "the task attempted"),
-    Field("step", "int", True, "training step (or round) that generated the rollout; orders history"),
+    Field("step", "int", True, "training step (or round) that generated the rollout; orders history",
+          range=(0, MAX_STEP)),
     Field("reward", "number", True, "terminal reward in [0, 1]"),
     Field("group_id", "str", False, "rollouts generated together (a GRPO group); default task_id@step"),
     Field("success", "bool", False, "whether it succeeded; default reward >= threshold (0.5)"),

@@ -22,7 +22,8 @@ import duckdb
 import polars as pl
 
 from coevolve_engine import sqlfiles
-from coevolve_engine.errors import StoreError, StoreLockedError
+from coevolve_engine.sqlident import quote_ident
+from coevolve_engine.errors import StoreDamagedError, StoreError, StoreLockedError
 
 DEFAULT_DB = "coevolve.duckdb"
 DEFAULT_WAIT_SECONDS = 30.0
@@ -37,14 +38,43 @@ def _is_lock_conflict(exc: Exception) -> bool:
     return "lock" in str(exc).lower()
 
 
+_DAMAGE_SIGNS = ("could not read enough bytes", "checksum", "corrupt")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a DuckDB error says the file itself is damaged (rather than a query being wrong)."""
+    return isinstance(exc, duckdb.Error) and any(sign in str(exc).lower() for sign in _DAMAGE_SIGNS)
+
+
+def check_intact(path: Path, *, wait: float = DEFAULT_WAIT_SECONDS) -> None:
+    """Read every row of every table of the store at ``path`` (read-only) and refuse it as damaged when DuckDB
+    cannot: a truncated copy, a disk that filled up mid-write, blocks that fail their checksum. It reads the
+    whole file, so `init` runs it before migrating an existing store, not every open."""
+    con = connect(path, read_only=True, wait=wait)
+    try:
+        tables = [name for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary"
+        ).fetchall()]
+        for table in tables:
+            con.execute(f"SELECT count(*), sum(hash(COLUMNS(*))) FROM {quote_ident(table)}").fetchall()
+    except duckdb.Error as exc:
+        if is_damage(exc):
+            raise StoreDamagedError(path, f"DuckDB could not read it ({exc})") from exc
+        raise
+    finally:
+        con.close()
+
+
 def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, retrying with backoff while another process holds its lock."""
+    """Open ``path``, retrying with backoff while another process holds its lock; a damaged file is named so."""
     deadline = time.monotonic() + max(wait, 0.0)
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
+            if is_damage(exc):
+                raise StoreDamagedError(path, f"DuckDB could not read it ({exc})") from exc
             if not _is_lock_conflict(exc):
                 raise StoreError(f"cannot open store {path}: {exc}") from exc
             if time.monotonic() >= deadline:
@@ -55,6 +85,8 @@ def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConne
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
+            continue
+        return con
 
 
 def applied_migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -93,6 +125,11 @@ class Store:
             else:
                 self._migrate()
                 self._create_views(temporary=False)
+        except duckdb.Error as exc:
+            self.con.close()
+            if is_damage(exc):
+                raise StoreDamagedError(self.path, f"DuckDB could not read it ({exc})") from exc
+            raise
         except BaseException:
             self.con.close()
             raise
@@ -206,17 +243,18 @@ class Store:
 
     # -- ingest ------------------------------------------------------------------------------------
 
-    def ingest_trajectories(self, path: str | os.PathLike[str], *, format: str | None = None):
+    def ingest_trajectories(self, path: str | os.PathLike[str], *, format: str | None = None,
+                            create_tasks: bool = False):
         """Ingest one file of trajectory records as one unit; see ``coevolve_engine.ingest``."""
         from coevolve_engine.ingest import ingest_file
 
-        return ingest_file(self, Path(path), kind="trajectories", format=format)
+        return ingest_file(self, Path(path), kind="trajectories", format=format, create_tasks=create_tasks)
 
-    def add_records(self, kind: str, records, *, label: str = "records"):
+    def add_records(self, kind: str, records, *, label: str = "records", create_tasks: bool = False):
         """Ingest in-memory records ('trajectories' or 'tasks') as one unit, with the same checks as files."""
         from coevolve_engine.ingest import ingest_records
 
-        return ingest_records(self, records, kind=kind, label=label)
+        return ingest_records(self, records, kind=kind, label=label, create_tasks=create_tasks)
 
     def ingest_tasks(self, path: str | os.PathLike[str], *, format: str | None = None):
         """Ingest one file of task records as one unit; see ``coevolve_engine.ingest``."""

@@ -266,7 +266,7 @@ def test_the_bootstrap_command_builds_d0_and_reports_it(db_path, scripted_server
     env = load_environment("bfcl")
     scripted_server.respond_with(Explorer(env.exploration_worlds(4, SEED)))
     args = ["bootstrap", "--env", "bfcl", "--explorer-model", "openai/scripted", "--n", "2", "--max-worlds", "3",
-            "--api-base", scripted_server.api_base, "--api-key", "dummy", "--retries", "0", "--db", str(db_path)]
+            "--api-base", scripted_server.api_base, "--api-key", "dummy", "--retries", "0", "--create", "--db", str(db_path)]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "explored 3 worlds of bfcl; 3 candidates proposed; 2 accepted, 1 rejected (schema 1)" in result.output
@@ -276,7 +276,7 @@ def test_the_bootstrap_command_builds_d0_and_reports_it(db_path, scripted_server
     assert rerun.exit_code == 0, rerun.output
     assert "explored 0 worlds of bfcl (3 explored by an earlier run, skipped)" in rerun.output
     assert "D_0: only 2 of 3 tasks in the store after 3 worlds" in rerun.output
-    unknown = CliRunner().invoke(cli, ["bootstrap", "--env", "nope", "--explorer-model", "m", "--db", str(db_path)])
+    unknown = CliRunner().invoke(cli, ["bootstrap", "--env", "nope", "--explorer-model", "m", "--create", "--db", str(db_path)])
     assert unknown.exit_code != 0 and "unknown environment 'nope'" in unknown.output
 
 

@@ -104,6 +104,7 @@ def test_ingest_stops_at_the_first_bad_file(run, jsonl, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{oops\n")
     later = jsonl([{"task_id": "b", "step": 1, "reward": 1}])
+    assert run("ingest", "tasks", str(jsonl([{"task_id": "a"}, {"task_id": "b"}])), "--create").exit_code == 0
     result = run("ingest", "trajectories", str(good), str(bad), str(later))
     assert result.exit_code == 1
     assert f"{good}: 1 records, 1 added" in result.output and "line 1" in result.output

@@ -90,13 +90,13 @@ def bfcl_verdicts(replayer: GroundTruth, tasks: list[dict]) -> list[bool]:
 def eval_args(server, db_path, *extra):
     return ["eval", "--env", "bfcl", "--category", CATEGORY, "--model", "openai/scripted",
             "--api-base", server.api_base, "--api-key", "dummy", "--retries", "0", "--timeout", "5",
-            "--concurrency", "2", "--no-progress", "--db", str(db_path), *extra]
+            "--concurrency", "2", "--no-progress", "--create", "--db", str(db_path), *extra]
 
 
 def held_out(db_path) -> None:
     """The four tasks imported as eval tasks (so `eval` imports nothing)."""
     result = CliRunner().invoke(cli, ["tasks", "import", "bfcl", "--category", CATEGORY, "--limit", str(len(IDS)),
-                                      "--split", "eval", "--db", str(db_path)])
+                                      "--split", "eval", "--create", "--db", str(db_path)])
     assert result.exit_code == 0, result.output
 
 
@@ -196,7 +196,7 @@ def test_a_task_cut_short_by_a_fault_is_not_stored_and_a_rerun_plays_only_it(scr
 
 def test_evaluating_on_tasks_stored_for_training_is_refused(scripted_server, db_path):
     imported = CliRunner().invoke(cli, ["tasks", "import", "bfcl", "--category", CATEGORY, "--limit", "2",
-                                        "--db", str(db_path)])
+                                        "--create", "--db", str(db_path)])
     assert imported.exit_code == 0, imported.output
     result = CliRunner().invoke(cli, eval_args(scripted_server, db_path))
     assert result.exit_code == 1
@@ -209,7 +209,7 @@ def test_evaluating_on_tasks_stored_for_training_is_refused(scripted_server, db_
 def test_exceeding_max_steps_fails_the_task_and_unknown_task_ids_are_named(db_path):
     held_out(db_path)
     base = ["eval", "--env", "bfcl", "--category", CATEGORY, "--model", "reference", "--no-progress",
-            "--db", str(db_path)]
+            "--create", "--db", str(db_path)]
     result = CliRunner().invoke(cli, [*base, "--max-steps", "3"])
     assert result.exit_code == 0, result.output
     rows = stored(db_path, "SELECT task_id, success, reason FROM eval_results ORDER BY task_id")
@@ -231,7 +231,7 @@ def test_a_local_checkpoint_is_evaluated_greedily_under_its_resolved_path(tmp_pa
     build_tiny_qwen3(tmp_path / "policy", corpus, hidden_size=32, vocab_size=300, digits=True)
     monkeypatch.chdir(tmp_path)
     args = ["eval", "--env", "calc", "--category", "test", "--model", "policy", "--tasks", "2", "--max-tokens", "4",
-            "--no-progress", "--db", str(db_path)]
+            "--no-progress", "--create", "--db", str(db_path)]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "imported 300 calc test tasks as eval tasks" in result.output

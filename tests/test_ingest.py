@@ -17,6 +17,13 @@ GOOD = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def tasks_a_and_b(request):
+    """The tasks these trajectories name (trajectories of unknown tasks are refused; see test_unknown_tasks)."""
+    if "store" in request.fixturenames:
+        request.getfixturevalue("store").add_records("tasks", [{"task_id": "a"}, {"task_id": "b"}], label="tasks")
+
+
 def snapshot(store) -> dict:
     """Everything a failed ingest must leave untouched."""
     return {
@@ -41,9 +48,8 @@ def test_jsonl_defaults_and_idempotence(store, jsonl):
     again = store.ingest_trajectories(path)
     assert (again.records, again.added, again.skipped) == (3, 0, 3)
     assert store.scalar("SELECT count(*) FROM trajectories") == 3
-    assert store.execute("SELECT kind, records, added FROM ingests ORDER BY ingest_id").fetchall() == [
-        ("trajectories", 3, 3), ("trajectories", 3, 0),
-    ]
+    assert store.execute("SELECT kind, records, added FROM ingests WHERE kind = 'trajectories' "
+                         "ORDER BY ingest_id").fetchall() == [("trajectories", 3, 3), ("trajectories", 3, 0)]
 
 
 def test_identical_rollouts_in_one_group_stay_distinct(store, jsonl):
@@ -57,7 +63,7 @@ def test_identical_rollouts_in_one_group_stay_distinct(store, jsonl):
 def test_given_trajectory_ids_are_kept(store, jsonl):
     store.ingest_trajectories(jsonl([{**GOOD[0], "trajectory_id": "r-1"}]))
     assert store.scalar("SELECT trajectory_id FROM trajectories") == "r-1"
-    assert store.ingest_trajectories(jsonl([{**GOOD[1], "trajectory_id": "r-1"}])).added == 0
+    assert store.ingest_trajectories(jsonl([{**GOOD[0], "trajectory_id": "r-1"}])).added == 0  # the same record
 
 
 def test_parquet_with_nested_and_json_text_columns(store, tmp_path):
@@ -195,7 +201,7 @@ def test_missing_file_and_corrupt_parquet(store, tmp_path):
     corrupt.write_bytes(b"not parquet at all")
     with pytest.raises(IngestError, match="cannot read as Parquet"):
         store.ingest_trajectories(corrupt)
-    assert store.scalar("SELECT count(*) FROM ingests") == 0
+    assert store.scalar("SELECT count(*) FROM ingests WHERE kind = 'trajectories'") == 0
 
 
 def test_read_only_store_refuses_ingest(db_path, jsonl):
@@ -226,7 +232,7 @@ def test_json_key_order_is_kept(store, jsonl):
     # directory under its root), so stored JSON keeps the order it was written in
     spec = {"root": {"zeta": {"type": "directory"}, "alpha": {"type": "directory"}}}
     store.ingest_tasks(jsonl([{"task_id": "t", "spec": spec}]))
-    stored = json.loads(store.scalar("SELECT CAST(spec AS VARCHAR) FROM tasks"))
+    stored = json.loads(store.scalar("SELECT CAST(spec AS VARCHAR) FROM tasks WHERE task_id = 't'"))
     assert list(stored["root"]) == ["zeta", "alpha"]
     store.add_records("tasks", [{"task_id": "u", "spec": spec}])
     assert list(json.loads(store.scalar("SELECT CAST(spec AS VARCHAR) FROM tasks WHERE task_id = 'u'"))["root"]) == [

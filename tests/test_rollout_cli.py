@@ -64,7 +64,7 @@ class Replayer:
 @pytest.fixture
 def bfcl_store(db_path):
     result = CliRunner().invoke(cli, ["tasks", "import", "bfcl", "--category", "multi_turn_base", "--limit", "3",
-                                      "--db", str(db_path)])
+                                      "--create", "--db", str(db_path)])
     assert result.exit_code == 0, result.output
     assert "3 tasks, 3 added" in result.output
     with Store(db_path, read_only=True) as store:  # in the order rollout draws them (seed 0)
@@ -74,7 +74,7 @@ def bfcl_store(db_path):
 def rollout_args(server, db_path, *extra):
     return ["rollout", "--env", "bfcl", "--category", "multi_turn_base", "--model", "openai/scripted",
             "--api-base", server.api_base, "--api-key", "dummy", "--retries", "0", "--timeout", "3",
-            "--concurrency", "1", "--no-progress", "--db", str(db_path), *extra]
+            "--concurrency", "1", "--no-progress", "--create", "--db", str(db_path), *extra]
 
 
 def test_rollout_writes_groups_and_signals(scripted_server, bfcl_store, db_path):

@@ -28,7 +28,7 @@ def _all(store: Store, params: SignalParams) -> dict:
 @pytest.mark.parametrize("read_only", [False, True])
 def test_snapshot_returns_what_the_views_return(db_path, jsonl, read_only):
     with Store(db_path) as store:
-        store.ingest_trajectories(jsonl(_random_records(random.Random(5), n_tasks=15, steps=8)))
+        store.ingest_trajectories(jsonl(_random_records(random.Random(5), n_tasks=15, steps=8)), create_tasks=True)
     params = SignalParams(threshold=0.5, w=2, theta=20, min_n=10)
     with Store(db_path, read_only=read_only) as store:
         before = _all(store, params)
@@ -50,7 +50,7 @@ def test_snapshot_returns_what_the_views_return(db_path, jsonl, read_only):
 
 
 def test_snapshot_at_default_parameters_serves_every_view(store, jsonl):
-    store.ingest_trajectories(jsonl(_random_records(random.Random(8), n_tasks=10, steps=6)))
+    store.ingest_trajectories(jsonl(_random_records(random.Random(8), n_tasks=10, steps=6)), create_tasks=True)
     expected = _all(store, SignalParams())
     with signal_snapshot(store):
         assert _all(store, SignalParams()) == expected

@@ -43,7 +43,7 @@ def test_a_store_of_eval_tasks_only_has_nothing_to_weigh(store):
 
 def test_tasks_import_can_hold_tasks_out(db_path):
     result = CliRunner().invoke(cli, ["tasks", "import", "calc", "--category", "test", "--limit", "5", "--split",
-                                      "eval", "--db", str(db_path)])
+                                      "eval", "--create", "--db", str(db_path)])
     assert result.exit_code == 0, result.output
     assert "for eval: 5 tasks, 5 added" in result.output
     with Store(db_path, read_only=True) as store:

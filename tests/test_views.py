@@ -39,7 +39,7 @@ def load(store, jsonl):
         if tasks:
             store.ingest_tasks(jsonl([{"task_id": t} for t in tasks]))
         if records:
-            store.ingest_trajectories(jsonl(records))
+            store.ingest_trajectories(jsonl(records), create_tasks=True)
         return store
 
     return ingest

@@ -41,7 +41,7 @@ def test_views_match_reference(store, jsonl, seed):
     store.ingest_tasks(jsonl([{"task_id": f"t{i}"} for i in range(0, 14, 3)] + [{"task_id": "unseen"}]))
     records = _random_records(rng, n_tasks=12, steps=rng.randint(1, 9))
     records[0]["error"] = "the environment raised"  # at least one rollout cut short by a fault
-    store.ingest_trajectories(jsonl(records))
+    store.ingest_trajectories(jsonl(records), create_tasks=True)
     trajectories = [ref.Trajectory(*row) for row in store.execute(
         "SELECT trajectory_id, task_id, step, group_id, reward, success, action_pattern FROM trajectories "
         "WHERE error IS NULL"
@@ -75,8 +75,9 @@ def test_views_match_reference(store, jsonl, seed):
 
 
 def test_default_views_equal_their_macros_at_default_parameters(store, jsonl):
-    store.ingest_trajectories(jsonl(_random_records(random.Random(99), n_tasks=20, steps=8)))
-    for view in ("task_steps", "group_outcomes", "forgetting", "forgetting_trajectories", "forgetting_events", "boundary", "pattern_steps",
+    store.ingest_trajectories(jsonl(_random_records(random.Random(99), n_tasks=20, steps=8)), create_tasks=True)
+    for view in ("task_steps", "group_outcomes", "forgetting", "forgetting_trajectories", "forgetting_events",
+                 "boundary", "pattern_steps",
                  "rare_patterns", "flagged_trajectories", "task_signals"):
         assert _normalise(store.execute(f"SELECT * FROM {view}").fetchall()) == _normalise(
             store.execute(f"SELECT * FROM {view}_with()").fetchall()), view

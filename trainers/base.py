@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import os
 import time
+import types
+import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,10 +143,46 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
     clash = sorted(set(options) & (set(fixed) | set(reserved)))
     if clash:
         raise CoevolveError(f"{what}: {', '.join(clash)} cannot be set in the options (the run sets them)")
+    hints = typing.get_type_hints(config_class)
+    for name, value in options.items():
+        if not _fits(value, hints.get(name, Any)):
+            raise CoevolveError(f"{what}: option {name} must be {_kind_name(hints[name])}, got {value!r}")
     try:
         return config_class(**fixed, **options)
     except (TypeError, ValueError) as exc:
         raise CoevolveError(f"{what}: {exc}") from exc
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (from TOML or --set) is of the annotated type ``hint``; types it cannot judge pass."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in typing.get_args(hint))
+    hint = origin or hint
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint in (dict, Mapping):
+        return isinstance(value, Mapping)
+    if hint in (list, tuple, Sequence):
+        return isinstance(value, (list, tuple))
+    return True
+
+
+def _kind_name(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_kind_name(arg) for arg in typing.get_args(hint))
+    hint = typing.get_origin(hint) or hint
+    names = {type(None): "none", bool: "true or false", int: "an integer", float: "a number", str: "a string",
+             dict: "a table", list: "a list", tuple: "a list"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 @dataclass(frozen=True)
@@ -186,6 +224,21 @@ class Trainer(ABC):
         policy under ``output_dir`` after ``train``. ``options`` are the user's settings for this trainer."""
         raise NotImplementedError(f"trainer {cls.__name__} cannot be driven by `coevolve-engine run` "
                                   "(it does not implement Trainer.for_run)")
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], what: str) -> None:
+        """Refuse ``options`` that ``for_run`` would refuse (unknown names, wrong types, values the settings
+        class rejects), without building anything: the run checks its whole configuration before a round."""
+        if cls.options_class is None:
+            return
+        import dataclasses
+
+        hints = typing.get_type_hints(cls.options_class)
+        stand_ins = {str: "", int: 0, float: 0.0, bool: True}
+        fixed = {f.name: stand_ins.get(hints.get(f.name), None) for f in dataclasses.fields(cls.options_class)
+                 if f.name in cls.run_sets and f.default is dataclasses.MISSING
+                 and f.default_factory is dataclasses.MISSING}
+        options_config(cls.options_class, options, fixed, what, reserved=cls.run_sets)
 
     @abstractmethod
     def train(self, steps: int) -> TrainReport:

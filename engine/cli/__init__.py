@@ -6,7 +6,7 @@ import click
 import duckdb
 
 from coevolve_engine import __version__
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.errors import CoevolveError, StoreDamagedError
 
 
 class EngineGroup(click.Group):
@@ -18,7 +18,20 @@ class EngineGroup(click.Group):
         except CoevolveError as exc:
             raise click.ClickException(str(exc)) from exc
         except duckdb.Error as exc:
+            from coevolve_engine.store import is_damage
+
+            if is_damage(exc):
+                raise click.ClickException(str(StoreDamagedError(_damaged_file(exc), "DuckDB could not read it "
+                                                                                     f"({exc})"))) from exc
             raise click.ClickException(f"SQL error: {exc}") from exc
+
+
+def _damaged_file(exc: Exception) -> str:
+    """The file a DuckDB I/O error names, or 'the store' when it names none."""
+    import re
+
+    found = re.search(r'file "([^"]+)"', str(exc))
+    return found.group(1) if found else "--db"
 
 
 @click.group(cls=EngineGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

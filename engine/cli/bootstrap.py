@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, wait_option
+from coevolve_engine.cli.options import db_option, endpoint_options, long_job, wait_option
 
 
 @click.command(epilog="""\b
@@ -40,6 +40,7 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
                    "task's or to one accepted before it. A task whose prompt is an eval task's is always rejected.")
 @click.option("--no-cache", is_flag=True, help="Ask the models again even for requests answered before.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a line per explored world.")
+@long_job("bootstrap", can_create=True)
 @db_option
 @wait_option
 def bootstrap(env: str, explorer_model: str, model: str | None, n: int, seed: int, max_worlds: int | None,

@@ -9,7 +9,7 @@ import click
 import polars as pl
 
 from coevolve_engine.cli.options import db_option, signal_options, wait_option
-from coevolve_engine.cli.output import format_option, output_option, render_table, write_frame
+from coevolve_engine.cli.output import force_option, format_option, output_option, render_table, write_frame
 from coevolve_engine.store import Store
 
 
@@ -121,10 +121,11 @@ distributed trainer can call it (or build WeightedGroupSampler in Python) and ag
               help="Which batch: successive steps give independent batches.")
 @format_option
 @output_option
+@force_option
 @db_option
 @wait_option
 def sample(round_: int | None, batch_tasks: int, group_size: int, seed: int, epoch: int, step: int, format_: str,
-           output: Path | None, db: Path, wait: float) -> None:
+           output: Path | None, force: bool, db: Path, wait: float) -> None:
     """Draw a weighted batch of tasks, each repeated K times in a row (a GRPO group).
 
     One row per rollout to generate: group (0 .. TASKS-1), task_id, the task's weight and its probability
@@ -143,7 +144,7 @@ def sample(round_: int | None, batch_tasks: int, group_size: int, seed: int, epo
         "weight": weight_set.weights[chosen],
         "probability": weight_set.probabilities[chosen],
     })
-    write_frame(frame, format_, output)
+    write_frame(frame, format_, output, db=db, force=force)
 
 
 def register(group: click.Group) -> None:

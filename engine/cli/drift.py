@@ -76,11 +76,13 @@ Examples:
               help="Another run's store: its rounds side by side with this one's.")
 @click.option("--plots", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write PNG figures to this folder (needs the report extra: matplotlib).")
+@click.option("--force", is_flag=True,
+              help="--plots: replace files there that are not PNG images (a store is never replaced).")
 @click.option("--sql", "show_sql", is_flag=True, help="Print the query behind every table and exit.")
 @db_option
 @wait_option
-def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, format_, compare, plots, show_sql,
-          db: Path, wait: float) -> None:
+def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, format_, compare, plots, force,
+          show_sql, db: Path, wait: float) -> None:
     """How the task distribution drifted, round by round, from the store alone (opened read-only).
 
     Per round: the Jensen-Shannon divergence of the weights from the previous and the first round, the task
@@ -121,7 +123,7 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, 
     if plots is not None:
         from coevolve_engine.drift.plots import write_figures
 
-        for path in write_figures(reports, plots):
+        for path in write_figures(reports, plots, force=force):
             click.echo(f"wrote {path}", err=True)
 
 
@@ -135,23 +137,26 @@ Example:
 @signal_options
 @diversity_options
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
-              show_default=True, help="The HTML file to write.")
+              show_default=True, help="The HTML file to write (never the store or another DuckDB file).")
+@click.option("--force", is_flag=True, help="Replace --out even when it is not an HTML page (a store never is).")
 @click.option("--title", default=None, help="The page title (default: the store's file name).")
 @click.option("--top-patterns", type=click.IntRange(min=0), default=5, show_default=True,
               help="Failure patterns shown with their summaries and example trajectories.")
 @db_option
 @wait_option
-def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, out: Path, title, top_patterns, db: Path,
-           wait: float) -> None:
+def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, out: Path, force: bool, title, top_patterns,
+           db: Path, wait: float) -> None:
     """Write one self-contained HTML page about the run (figures embedded, nothing loaded from the network)."""
+    from coevolve_engine.outputs import check_output, write_output
     from coevolve_engine.report import build_report
 
+    check_output(out, "html", db=db, force=force)  # before the analysis, not after it
     params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
     with open_for_reading(db, wait=wait) as opened:
         page = build_report(opened.store, params, title=title or f"coevolve-engine report: {db.name}",
                             label=db.stem, notes=[opened.note] if opened.note else [],
                             top_patterns=top_patterns)
-    out.write_text(page, encoding="utf-8")
+    write_output(out, page, "html", db=db, force=force)
     click.echo(f"wrote {out} ({len(page.encode()) // 1024} KiB)")
 
 

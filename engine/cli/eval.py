@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, wait_option
+from coevolve_engine.cli.options import create_option, db_option, endpoint_options, require_store, wait_option
 from coevolve_engine.errors import CoevolveError
 
 
@@ -44,12 +44,13 @@ goes on with the tasks it had not finished). Per task:
               help="How to print the scores.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 @endpoint_options
+@create_option
 @db_option
 @wait_option
 def eval_command(env_name: str, category: str | None, model: str, n_tasks: int | None, task_ids: tuple[str, ...],
                  seed: int, concurrency: int, max_steps: int, max_tokens: int, label: str | None, format_: str,
                  progress: bool, timeout: float, retries: int, api_base: str | None, api_key: str | None,
-                 db: Path, wait: float) -> None:
+                 create: bool, db: Path, wait: float) -> None:
     """Evaluate a model on the store's held-out tasks, each a full episode, and print the accuracy per category.
 
     Decoding is greedy (temperature 0), every user turn of a task is played, and an episode that needs more
@@ -66,6 +67,7 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
     def note(message: str) -> None:
         click.echo(message, err=format_ == "json")
 
+    require_store(db, create)
     environment = load_environment(env_name)
     where = f"{env_name} eval tasks" + (f" of category {category}" if category else "")
     with Store(db, read_only=category is None, wait=wait) as store:  # importing a category needs to write

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import db_option, require_store, wait_option
 from coevolve_engine.store import Store
 
 
@@ -43,10 +43,12 @@ manifest.json maps each row index to its task and weight; import-rollouts --mani
               help="verl: interaction name put in extra_info.interaction_kwargs (empty string: none).")
 @click.option("--tool", "tools", multiple=True,
               help="verl: a tool name that receives the task in extra_info.tools_kwargs (repeatable).")
+@click.option("--force", is_flag=True,
+              help="Replace files in --out that are not of the kind written (a store is never replaced).")
 @db_option
 @wait_option
 def export(round_: int, format_: str, out: Path, weights_from_round: int | None, uniform: bool, interaction: str,
-           tools: tuple[str, ...], db: Path, wait: float) -> None:
+           tools: tuple[str, ...], force: bool, db: Path, wait: float) -> None:
     """Write a round's weighted task set for verl or OpenRLHF: one row per task with a weight above 0.
 
     Weights come from the store's task_weights table (the curriculum writes one set per round), from
@@ -57,7 +59,7 @@ def export(round_: int, format_: str, out: Path, weights_from_round: int | None,
 
     with Store(db, read_only=True, wait=wait) as store:
         report = export_round(store, round_, format_, out, weights_from_round=weights_from_round, uniform=uniform,
-                              interaction=interaction or None, tools=tools)
+                              interaction=interaction or None, tools=tools, force=force)
     click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"
                + (f"; {report.left_out} with weight 0 left out" if report.left_out else "") + ")")
     click.echo(f"{report.manifest}: row index -> task id and weight")
@@ -99,6 +101,7 @@ def import_rollouts(paths: tuple[Path, ...], format_: str, step_offset: int, rew
 
     if not reward_range[1] > reward_range[0]:
         raise click.BadParameter("HI must be greater than LO", param_hint="--reward-range")
+    require_store(db)
     options = ImportOptions(step_offset=step_offset, reward_range=reward_range, policy=policy,
                             parse_actions=not no_actions,
                             index_to_task=read_manifest(manifest) if manifest else {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
@@ -62,3 +63,38 @@ def endpoint_options(command):
     )):
         command = option(command)
     return command
+
+
+create_option = click.option(
+    "--create", is_flag=True,
+    help="Create the store if there is none at --db (without it a missing store is refused, so that a mistyped "
+         "--db does not start a new, empty one).")
+
+
+def require_store(db: Path, create: bool = False) -> None:
+    """Refuse a store that does not exist, unless the command was asked to create it."""
+    from coevolve_engine.errors import StoreError
+
+    if not create and not db.exists():
+        raise StoreError(f"no store at {db}; create one with `coevolve-engine init --db {db}` (or pass --create)")
+
+
+def long_job(command: str, *, can_create: bool = False):
+    """Decorates a command (just under ``@click.command``) that writes the store for a long time: the store
+    must exist (or, where ``can_create``, --create is given), and the command holds the store's lease, so that a
+    second long job refuses at once instead of undoing this one's work."""
+
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            from coevolve_engine.lease import hold_lease
+
+            create = kwargs.pop("create", False)
+            require_store(kwargs["db"], create)
+            with hold_lease(kwargs["db"], command, wait=kwargs["wait"], create=create,
+                            echo=lambda line: click.echo(line, err=True)):
+                return function(*args, **kwargs)
+
+        return create_option(wrapper) if can_create else wrapper
+
+    return decorate

@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 import polars as pl
 
+from coevolve_engine.outputs import check_output, write_output
+
 OUTPUT_FORMATS = ("table", "json", "csv", "parquet")
 
 format_option = click.option(
@@ -18,7 +20,11 @@ format_option = click.option(
 )
 output_option = click.option(
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="Write to this file instead of standard output.",
+    help="Write to this file instead of standard output (never the store or another DuckDB file).",
+)
+force_option = click.option(
+    "--force", is_flag=True,
+    help="Replace an existing output file even when it is not of the kind being written (a store never is).",
 )
 
 
@@ -37,16 +43,27 @@ def _json_cell(value: object) -> object:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
-def write_frame(frame: pl.DataFrame, format_: str, output: Path | None) -> None:
-    """Write ``frame`` in ``format_`` to ``output`` (a file) or standard output."""
+def write_text_output(text: str, format_: str, output: Path | None, *, db: Path | None, force: bool) -> None:
+    """``text`` to ``output`` (checked: never the store, see ``coevolve_engine.outputs``) or standard output."""
+    if output is not None:
+        write_output(output, text, format_, db=db, force=force)
+    else:
+        click.echo(text, nl=False)
+
+
+def write_frame(frame: pl.DataFrame, format_: str, output: Path | None, *, db: Path | None = None,
+                force: bool = False) -> None:
+    """Write ``frame`` in ``format_`` to ``output`` (a file; never the store ``db``) or standard output."""
     if format_ == "parquet":
         if output is None and sys.stdout.isatty():
             raise click.UsageError("--format parquet writes binary data: pass --output FILE or redirect stdout")
         if output is not None:
-            frame.write_parquet(output)
+            check_output(output, "parquet", db=db, force=force)  # before the work of encoding it
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer)
+        if output is not None:
+            write_output(output, buffer.getvalue(), "parquet", db=db, force=force)
         else:
-            buffer = io.BytesIO()
-            frame.write_parquet(buffer)
             sys.stdout.buffer.write(buffer.getvalue())
             sys.stdout.flush()
         return
@@ -57,7 +74,4 @@ def write_frame(frame: pl.DataFrame, format_: str, output: Path | None) -> None:
         text = json.dumps(rows, indent=2, default=str, ensure_ascii=False) + "\n"
     else:
         text = render_table(frame) + "\n"
-    if output is not None:
-        output.write_text(text, encoding="utf-8")
-    else:
-        click.echo(text, nl=False)
+    write_text_output(text, format_, output, db=db, force=force)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, signal_options, wait_option
+from coevolve_engine.cli.options import db_option, long_job, signal_options, wait_option
 from coevolve_engine.store import Store
 
 
@@ -46,6 +46,7 @@ Inspect them with SQL:
               help="Try at most this many patterns; the number is chosen by silhouette.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample and of KMeans.")
 @click.option("--replace", is_flag=True, help="Delete the round's existing patterns and write them again.")
+@long_job("patterns")
 @db_option
 @wait_option
 def patterns(round_: int | None, step: int | None, first_step: int | None, threshold: float, w: int, theta: float,

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import db_option, wait_option
-from coevolve_engine.cli.output import format_option, output_option, write_frame
+from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame
+from coevolve_engine.outputs import check_output
 from coevolve_engine.store import Store
 
 
@@ -28,11 +29,14 @@ Tables: tasks, trajectories, rounds, ingests, schema_migrations."""
               help="Bind $NAME to VALUE (a string; cast in SQL if needed, e.g. $n::INT). Repeatable.")
 @format_option
 @output_option
-@click.option("--write", is_flag=True, help="Open the store for writing (default: read-only).")
+@force_option
+@click.option("--write", is_flag=True,
+              help="Open the store for writing (default: read-only). The statements run in one transaction: "
+                   "if one fails, none of them is kept.")
 @db_option
 @wait_option
-def query(sql: str, params: tuple[tuple[str, str], ...], format_: str, output: Path | None, write: bool,
-          db: Path, wait: float) -> None:
+def query(sql: str, params: tuple[tuple[str, str], ...], format_: str, output: Path | None, force: bool,
+          write: bool, db: Path, wait: float) -> None:
     """Run SQL against the store and print the result. SQL is the argument, or - to read standard input.
 
     The store is opened read-only unless --write is given, so a query never changes anything by accident
@@ -40,9 +44,15 @@ def query(sql: str, params: tuple[tuple[str, str], ...], format_: str, output: P
     """
     if sql == "-":
         sql = sys.stdin.read()
+    if output is not None:  # refused before the query runs: with --write, nothing is changed either
+        check_output(output, format_, db=db, force=force)
     with Store(db, read_only=not write, create=False, wait=wait) as store:
-        frame = store.sql(sql, dict(params))
-    write_frame(frame, format_, output)
+        if write:  # all statements or none
+            with store.transaction():
+                frame = store.sql(sql, dict(params))
+        else:
+            frame = store.sql(sql, dict(params))
+    write_frame(frame, format_, output, db=db, force=force)
 
 
 def register(group: click.Group) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, wait_option
+from coevolve_engine.cli.options import db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.errors import CoevolveError
 
 
@@ -63,6 +63,7 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
 @click.option("--policy", default=None, help="Checkpoint id recorded on each trajectory (default: the model).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 @endpoint_options
+@long_job("rollout", can_create=True)
 @db_option
 @wait_option
 def rollout(env_name: str, category: str | None, model: str, k: int, step: int, n_tasks: int | None,

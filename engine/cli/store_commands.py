@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import create_option, db_option, require_store, wait_option
 from coevolve_engine.ingest import FORMATS
 from coevolve_engine.records import FIELDS
 from coevolve_engine import sqlfiles
-from coevolve_engine.store import Store, applied_migrations, connect
+from coevolve_engine.store import Store, applied_migrations, check_intact, connect
 
 
 def _sample_files() -> list[tuple[str, str]]:
@@ -23,8 +23,13 @@ def _sample_files() -> list[tuple[str, str]]:
 @wait_option
 @click.option("--sample", is_flag=True, help="Also load the bundled sample (12 tasks, their rollouts over 8 steps).")
 def init(db: Path, wait: float, sample: bool) -> None:
-    """Create the store (or migrate an existing one) and build its views."""
+    """Create the store (or migrate an existing one) and build its views.
+
+    An existing store is read whole first: a damaged one (truncated, failing checksums) is refused as it is.
+    """
     existed = db.exists()
+    if existed and not db.is_dir():
+        check_intact(db, wait=wait)
     with Store(db, wait=wait) as store:
         applied = [name for name, done in store.migration_status() if done]
         if sample:
@@ -48,19 +53,28 @@ def _field_help(kind: str) -> str:
 @click.argument("files_", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "format_", type=click.Choice(FORMATS), default=None,
               help="Input format; by default from the extension (.jsonl, .parquet) or a dataset directory.")
+@click.option("--create-tasks", is_flag=True,
+              help="trajectories: store a placeholder task (task_id only, source 'placeholder') for each task id "
+                   "the store does not have; without it, trajectories of unknown tasks are refused.")
+@create_option
 @db_option
 @wait_option
-def ingest(kind: str, files_: tuple[Path, ...], format_: str | None, db: Path, wait: float) -> None:
+def ingest(kind: str, files_: tuple[Path, ...], format_: str | None, create_tasks: bool, create: bool, db: Path,
+           wait: float) -> None:
     """Load trajectory or task records from JSON lines, Parquet or a saved `datasets` dataset.
 
     Each FILE is one unit: it is checked whole and either ingested whole or not at all, and the error names
     the file, line (or row) and field. Records already in the store are skipped, so ingesting the same file
     twice adds nothing. Ingesting stops at the first file that fails; the files before it stay ingested.
+    Trajectories must name tasks already in the store (ingest the tasks first, or pass --create-tasks).
     """
+    if create_tasks and kind != "trajectories":
+        raise click.BadParameter("only trajectories name tasks that may be missing", param_hint="--create-tasks")
+    require_store(db, create)
     with Store(db, wait=wait) as store:
         for path in files_:
-            report = store.ingest_trajectories(path, format=format_) if kind == "trajectories" \
-                else store.ingest_tasks(path, format=format_)
+            report = store.ingest_trajectories(path, format=format_, create_tasks=create_tasks) \
+                if kind == "trajectories" else store.ingest_tasks(path, format=format_)
             click.echo(f"{path}: {report.records} records, {report.added} added, {report.skipped} already present")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, wait_option
+from coevolve_engine.cli.options import db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.errors import CoevolveError
 
 QUERY_HINT = "select pattern_id, summary->>'failure_cause' from failure_patterns"
@@ -41,6 +41,7 @@ Then read them:
 @click.option("--max-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Tokens per answer.")
 @endpoint_options
+@long_job("summarize")
 @db_option
 @wait_option
 def summarize(model: str, api_base: str | None, api_key: str | None, round_: int | None, cache: bool,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
-from coevolve_engine.cli.output import format_option, output_option, write_frame
+from coevolve_engine.cli.options import db_option, long_job, wait_option
+from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.store import Store
 
 
@@ -47,6 +47,7 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
               help="Candidates to propose in all, shared among the patterns in proportion to their size.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of every random choice: the same store and seed give the same candidates.")
+@long_job("synthesize")
 @db_option
 @wait_option
 def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None, explorer_model: str | None,
@@ -115,6 +116,7 @@ Examples:
                    "its calls are logged in llm_calls.")
 @click.option("--judge-api-base", default=None, help="Base URL of an OpenAI-compatible server for --judge-model.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@long_job("validate")
 @db_option
 @wait_option
 def validate(round_: int | None, novelty_threshold: float, agent_model: str | None, api_base: str | None,
@@ -174,10 +176,11 @@ Examples:
 @click.option("--full", is_flag=True, help="Add the spec, the outcome of each check and the provenance.")
 @format_option
 @output_option
+@force_option
 @db_option
 @wait_option
-def candidates(round_: int | None, verdict: str | None, full: bool, format_: str, output: Path | None, db: Path,
-               wait: float) -> None:
+def candidates(round_: int | None, verdict: str | None, full: bool, format_: str, output: Path | None, force: bool,
+               db: Path, wait: float) -> None:
     """List candidate tasks with their verdicts, in the order they were proposed."""
     columns = _LIST_COLUMNS + "".join(f", {name}" for name in _FULL_COLUMNS if full)
     with Store(db, read_only=True, wait=wait) as store:
@@ -189,12 +192,9 @@ def candidates(round_: int | None, verdict: str | None, full: bool, format_: str
         rows = [{k: json.loads(v) if k in _FULL_COLUMNS and isinstance(v, str) else v for k, v in row.items()}
                 for row in frame.iter_rows(named=True)]
         text = json.dumps(rows, indent=2, ensure_ascii=False, default=str) + "\n"
-        if output is not None:
-            output.write_text(text, encoding="utf-8")
-        else:
-            click.echo(text, nl=False)
+        write_text_output(text, format_, output, db=db, force=force)
         return
-    write_frame(frame, format_, output)
+    write_frame(frame, format_, output, db=db, force=force)
 
 
 def register(group: click.Group) -> None:

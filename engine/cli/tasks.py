@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import create_option, db_option, require_store, wait_option
 from coevolve_engine.store import Store
 
 
@@ -29,10 +29,13 @@ Examples:
 @click.option("--split", type=click.Choice(["train", "eval"]), default="train", show_default=True,
               help="eval: hold the tasks out. The curriculum never weighs them, so no trainer draws them; "
                    "`run` evaluates each round's policy on them (its [eval] settings).")
+@create_option
 @db_option
 @wait_option
-def import_tasks(env: str, categories: tuple[str, ...], limit: int | None, split: str, db: Path, wait: float) -> None:
+def import_tasks(env: str, categories: tuple[str, ...], limit: int | None, split: str, create: bool, db: Path,
+                 wait: float) -> None:
     """Import the tasks an environment ships (ENV is a registered environment, e.g. bfcl)."""
+    require_store(db, create)
     from coevolve_engine.adapters.environments import load_environment
 
     environment = load_environment(env)

@@ -233,12 +233,15 @@ def figure_png(name: str, reports: list[DriftReport]) -> bytes:
         plt.close(fig)
 
 
-def write_figures(reports: list[DriftReport], folder: Path) -> list[Path]:
-    """Every figure as ``folder/<name>.png``; returns the paths."""
+def write_figures(reports: list[DriftReport], folder: Path, *, force: bool = False) -> list[Path]:
+    """Every figure as ``folder/<name>.png``; returns the paths. Each is written as every output is
+    (``coevolve_engine.outputs``): never over a DuckDB file, nor, without ``force``, over a file of another kind."""
+    from coevolve_engine.outputs import check_output, write_output
+
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in FIGURES:
-        path = folder / f"{name}.png"
-        path.write_bytes(figure_png(name, reports))
-        written.append(path)
-    return written
+    paths = [folder / f"{name}.png" for name in FIGURES]
+    for path in paths:
+        check_output(path, "png", force=force)
+    for name, path in zip(FIGURES, paths):
+        write_output(path, figure_png(name, reports), "png", force=force)
+    return paths

@@ -318,6 +318,12 @@ def _read_table(path: Path) -> dict[str, Any]:
                           f"{path}`)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        line = Path(path).read_bytes()[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}, line {line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start}); TOML files are UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -355,22 +361,37 @@ def load_config(path: Path | None, overrides: list[str] | tuple[str, ...] = (), 
     """The file (if any, merged over the files it ``extends``) with the overrides applied, checked (unless
     ``check`` is false: a template may lack the required fields)."""
     data: dict[str, Any] = {}
-    where = "the command line"
     if path is not None:
-        where = str(path)
-        data = read_config_file(Path(path))
+        data = read_config_file(Path(path))  # the file's own keys are checked there, naming the file
     for override in overrides:
         apply_override(data, override)
-        where = f"{path} with --set" if path is not None else "--set"
-    config = _build(RunConfig, data, where)
+        # each override on its own, so that an error names the --set that caused it, never the file
+        _build(RunConfig, _override_only(override), f"--set {override}")
+    config = _build(RunConfig, data, str(path) if path is not None else "--set")
     if check:
         try:
             config.check()
         except ConfigError as exc:
-            if path is None or str(path) in str(exc):
+            source = _source_of(exc, path, overrides)
+            if source is None or source in str(exc):
                 raise
-            raise ConfigError(f"{path}: {exc}") from None
+            raise ConfigError(f"{source}: {exc}") from None
     return config
+
+
+def _override_only(override: str) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    apply_override(data, override)
+    return data
+
+
+def _source_of(exc: ConfigError, path: Path | None, overrides: list[str] | tuple[str, ...]) -> str | None:
+    """Where a value that ``check`` refused came from: the last --set of its key, else the file."""
+    for override in reversed(overrides):
+        key = override.partition("=")[0].strip()
+        if str(exc).startswith(f"{key} ") or f" {key} " in str(exc):
+            return f"--set {override}"
+    return str(path) if path is not None else None
 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:

@@ -120,7 +120,25 @@ class RunLoop:
     # -- running -------------------------------------------------------------------------------------------
 
     def run(self) -> RunReport:
-        self._check_store()
+        """Check the whole configuration, take the store's lease, then run every unfinished phase in order."""
+        from coevolve_engine.lease import hold_lease
+        from coevolve_engine.loop.preflight import check_plugins
+
+        check_plugins(self.config, self.db, lambda: self.environment)
+        self._check_store()  # before the lease too: a refused run leaves the store's data as it was
+        self._check_start_model()
+        with hold_lease(self.db, "run", wait=self.wait, echo=self.echo):
+            return self._run()
+
+    def _check_start_model(self) -> None:
+        """The policy round 0 starts from must exist while round 0's warm-up or training is still to run."""
+        status = self.status()
+        if any(status.get((0, phase)) != "finished" for phase in ("warmup", "train") if phase in self.phases(0)) \
+                and not Path(self.config.trainer.model).exists():
+            raise ConfigError(f"trainer.model: {self.config.trainer.model} does not exist (round 0 trains the "
+                              "policy found there: a local model directory)")
+
+    def _run(self) -> RunReport:
         todo = self.remaining()
         total = sum(len(self.phases(r)) for r in range(self.config.rounds))
         report = RunReport(rounds=0, skipped=total - len(todo))
@@ -176,7 +194,10 @@ class RunLoop:
 
     def _start(self, round_: int, phase: str) -> bool:
         """Record that the phase starts; True when an earlier attempt was interrupted."""
+        from coevolve_engine.lease import heartbeat
+
         with self._store() as store, store.transaction() as con:
+            heartbeat(con)
             if not con.execute("SELECT count(*) FROM rounds WHERE round = $r", {"r": round_}).fetchall()[0][0]:
                 con.execute("INSERT INTO rounds (round, status, config) VALUES ($r, 'running', $config)",
                             {"r": round_, "config": to_json(self.config.to_dict())})
@@ -441,6 +462,7 @@ class RunLoop:
     def _phase_synthesize(self, round_: int, label: str) -> dict[str, Any]:
         import inspect
 
+        from coevolve_engine.loop.preflight import synthesizer_options
         from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize
 
         c = self.config.synthesis
@@ -450,12 +472,7 @@ class RunLoop:
             patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
         if not patterns and guided:
             return {"patterns": 0, "proposed": 0, "added": 0, "skipped": "no failure patterns this round"}
-        options = dict(c.options)
-        accepted = inspect.signature(synthesizer).parameters
-        if "store_path" in accepted:
-            options.setdefault("store_path", self.db)
-        if "env" in accepted:
-            options.setdefault("env", self.config.env)
+        options = synthesizer_options(self.config, self.db, inspect.signature(synthesizer).parameters)
         if c.synthesizer == "llm" and c.summary_model:
             self._summarise(round_, label)
         # an unguided synthesizer explores worlds drawn from its seed; SEED itself went to the bootstrap (D_0)

@@ -137,7 +137,7 @@ def test_tasks_import_takes_the_split_as_its_category(tmp_path, test_tasks):
     from coevolve_engine.store import Store
 
     db = tmp_path / "store.duckdb"
-    command = ["tasks", "import", "calc", "--category", "test", "--limit", "12", "--db", str(db)]
+    command = ["tasks", "import", "calc", "--category", "test", "--limit", "12", "--create", "--db", str(db)]
     result = CliRunner().invoke(cli, command)
     assert result.exit_code == 0, result.output
     assert "calc tasks (test): 12 tasks, 12 added" in result.output
@@ -146,7 +146,7 @@ def test_tasks_import_takes_the_split_as_its_category(tmp_path, test_tasks):
                              "ORDER BY task_id").fetchall()
     assert [task_id for task_id, _ in rows] == [t["task_id"] for t in test_tasks[:12]]
     assert {calls for _, calls in rows} == {"1", "2", "3"}  # skills group in SQL
-    result = CliRunner().invoke(cli, ["tasks", "import", "calc", "--category", "train", "--db", str(db)])
+    result = CliRunner().invoke(cli, ["tasks", "import", "calc", "--category", "train", "--create", "--db", str(db)])
     assert result.exit_code != 0 and "known: seed, test, full" in result.output
 
 

@@ -13,12 +13,14 @@ The layouts are described in ``coevolve_engine.trainers.export.layouts``; point 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from coevolve_engine.outputs import check_output, write_output
 from coevolve_engine.trainers.export.layouts import ExportTask, openrlhf_record, verl_row
 from coevolve_engine.trainers.export.weights import (
     ExportError,
@@ -101,19 +103,19 @@ def _no_null_types(data_type):
     return data_type
 
 
-def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pylist(rows)
     schema = pa.schema([field.with_type(_no_null_types(field.type)) for field in table.schema])
-    pq.write_table(table.cast(schema), path)
+    buffer = io.BytesIO()
+    pq.write_table(table.cast(schema), buffer)
+    return buffer.getvalue()
 
 
-def _write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+def _jsonl_text(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 def export_round(
@@ -127,13 +129,15 @@ def export_round(
     uniform: bool = False,
     interaction: str | None = "coevolve",
     tools: tuple[str, ...] = (),
+    force: bool = False,
 ) -> ExportReport:
     """Write round ``round``'s weighted task set to directory ``out`` in ``format`` ('verl' or 'openrlhf').
 
     ``weights`` (a mapping task_id -> weight, or a polars/pyarrow table with task_id and weight) overrides
     the store; otherwise the weights are read from ``task_weights`` for ``weights_from_round`` (default
     ``round``), or every task gets weight 1 with ``uniform=True``. ``interaction`` and ``tools`` name the
-    verl interaction and tools that receive the task (see ``layouts``).
+    verl interaction and tools that receive the task (see ``layouts``). Files are written as every output is
+    (``coevolve_engine.outputs``): never over the store, nor, without ``force``, over a file of another kind.
     """
     if format not in FORMATS:
         raise ExportError(f"unknown export format {format!r}; known: {', '.join(FORMATS)}")
@@ -146,20 +150,22 @@ def export_round(
         raise ExportError(f"--out {out_dir} exists and is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     data_file = out_dir / DATA_FILES[format]
+    manifest = out_dir / MANIFEST
+    check_output(data_file, "parquet" if format == "verl" else "jsonl", db=store.path, force=force)
+    check_output(manifest, "json", db=store.path, force=force)
     if format == "verl":
         rows = [verl_row(task, i, interaction=interaction, tools=tuple(tools)) for i, task in enumerate(tasks)]
-        _write_parquet(rows, data_file)
+        write_output(data_file, _parquet_bytes(rows), "parquet", db=store.path, force=force)
     else:
         rows = [openrlhf_record(task, i) for i, task in enumerate(tasks)]
-        _write_jsonl(rows, data_file)
-    manifest = out_dir / MANIFEST
-    manifest.write_text(json.dumps({
+        write_output(data_file, _jsonl_text(rows), "jsonl", db=store.path, force=force)
+    write_output(manifest, json.dumps({
         "format": format,
         "round": round,
         "weights_source": resolved.source,
         "data_file": data_file.name,
         "rows": [{"index": i, "task_id": t.task_id, "weight": t.weight} for i, t in enumerate(tasks)],
-    }, indent=1) + "\n", encoding="utf-8")
+    }, indent=1) + "\n", "json", db=store.path, force=force)
     return ExportReport(
         format, round, data_file, manifest, len(tasks), len(resolved.weights) - len(tasks), resolved.source
     )
