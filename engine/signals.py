@@ -11,6 +11,9 @@ import polars as pl
 from coevolve_engine.store import Store
 
 
+FORGETTING_FORMS = ("group", "trajectory")
+
+
 @dataclass(frozen=True)
 class SignalParams:
     """The signal constants (DESIGN.md section 2)."""
@@ -19,6 +22,9 @@ class SignalParams:
     w: int = 3  # forgetting window: the w most recent earlier scores
     theta: float = 5.0  # rare: share of a pattern below theta percent
     min_n: int = 50  # rare: only once at least min_n trajectories have a pattern
+    # forgetting's form: "group" (a step's mean score against the w earlier scores; every rollout of the step is
+    # flagged) or "trajectory" (the paper's: each failed rollout against the task's w earlier scores)
+    forgetting_form: str = "group"
 
     def __post_init__(self) -> None:
         if not 0 <= self.threshold <= 1:
@@ -29,9 +35,15 @@ class SignalParams:
             raise ValueError(f"theta is a percentage in (0, 100], got {self.theta}")
         if self.min_n < 0:
             raise ValueError(f"min_n must be >= 0, got {self.min_n}")
+        if self.forgetting_form not in FORGETTING_FORMS:
+            raise ValueError(f"forgetting_form must be one of {', '.join(FORGETTING_FORMS)}, got "
+                             f"{self.forgetting_form!r} "
+                             "(group: a step's mean score; trajectory: each rollout, as the paper states it)")
 
-    def bind(self) -> dict[str, float | int]:
-        return {"threshold": self.threshold, "w": self.w, "theta": self.theta, "min_n": self.min_n}
+    def bind(self) -> dict[str, float | int | str]:
+        """The parameters as the signal macros name them (also what runs, weights and patterns record)."""
+        return {"threshold": self.threshold, "w": self.w, "theta": self.theta, "min_n": self.min_n,
+                "forgetting_form": self.forgetting_form}
 
 
 TOTALS_SQL = """
@@ -46,7 +58,7 @@ SELECT
 
 SIGNALS_SQL = """
 WITH flags AS (SELECT * FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta,
-                                                       min_n := $min_n))
+                                                       min_n := $min_n, forgetting_form := $forgetting_form))
 SELECT s.signal,
        count(f.trajectory_id) AS flags,
        count(f.trajectory_id) FILTER (WHERE f.step = (SELECT max(step) FROM trajectories)) AS at_last_step
@@ -58,12 +70,15 @@ ORDER BY array_position(['forgetting', 'boundary', 'rare'], s.signal)
 
 FLAGGED_SQL = """
 SELECT count(DISTINCT trajectory_id) AS flagged_trajectories
-FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
+                               forgetting_form := $forgetting_form)
 """
 
 DETAIL_SQL = """
 SELECT
     (SELECT count(*) FROM forgetting_with(w := $w, threshold := $threshold)) AS forgetting_steps,
+    (SELECT count(*) FROM forgetting_trajectories_with(w := $w, threshold := $threshold))
+        AS forgetting_trajectories,
     (SELECT coalesce(sum(forgetting_events), 0) FROM forgetting_events_with(threshold := $threshold))
         AS forgetting_events,
     (SELECT count(*) FROM forgetting_events_with(threshold := $threshold) WHERE forgetting_events > 0)

@@ -65,6 +65,24 @@ def forgetting(trajectories: Iterable[Trajectory], w: int = 3, threshold: float 
     return rows
 
 
+def forgetting_trajectories(trajectories: Iterable[Trajectory], w: int = 3, threshold: float = 0.5) -> list[tuple]:
+    """(trajectory_id, task_id, step, group_id, reward, recent_best, window_scores, w, threshold) for each
+    trajectory where per-trajectory forgetting (the paper's form) fires: the trajectory failed and one of its
+    task's w most recent earlier scores (scores at earlier steps, this step excluded) is >= threshold."""
+    trajectories = list(trajectories)
+    windows = {}
+    for task, scores in _history(trajectories, threshold).items():
+        for i, (step, _) in enumerate(scores):
+            windows[(task, step)] = [s for _, s in scores[max(0, i - w):i]]
+    rows = []
+    for t in trajectories:
+        window = windows[(t.task_id, t.step)]
+        if window and max(window) >= threshold and not _succeeded(t, threshold):
+            rows.append((t.trajectory_id, t.task_id, t.step, t.group_id, t.reward, max(window), len(window), w,
+                         threshold))
+    return rows
+
+
 def forgetting_events(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
     """(task_id, scored_steps, forgetting_events): transitions from >= threshold to below, per task."""
     rows = []
@@ -133,16 +151,32 @@ def rare_patterns(trajectories: Iterable[Trajectory], theta: float = 5, min_n: i
     return rows
 
 
+FORGETTING_FORMS = ("group", "trajectory")
+
+
+def _forgetting_flags(trajectories: list[Trajectory], w: int, threshold: float, form: str) -> set[str]:
+    """The ids of the trajectories flagged forgetting in ``form``."""
+    if form not in FORGETTING_FORMS:
+        raise ValueError(f"forgetting_form must be 'group' or 'trajectory', got {form!r}")
+    if form == "trajectory":
+        return {row[0] for row in forgetting_trajectories(trajectories, w, threshold)}
+    steps = {(row[0], row[1]) for row in forgetting(trajectories, w, threshold)}
+    return {t.trajectory_id for t in trajectories if (t.task_id, t.step) in steps}
+
+
 def flagged_trajectories(trajectories: list[Trajectory], threshold: float = 0.5, w: int = 3,
-                         theta: float = 5, min_n: int = 50) -> list[tuple]:
-    """(trajectory_id, task_id, step, group_id, signal) for each signal a trajectory carries."""
-    forgot = {(row[0], row[1]) for row in forgetting(trajectories, w, threshold)}
+                         theta: float = 5, min_n: int = 50, forgetting_form: str = "group") -> list[tuple]:
+    """(trajectory_id, task_id, step, group_id, signal) for each signal a trajectory carries.
+    ``forgetting_form``:
+    'group' flags every rollout of a (task, step) where the group form fires; 'trajectory' flags each rollout
+    where the per-trajectory form fires."""
+    forgot = _forgetting_flags(trajectories, w, threshold, forgetting_form)
     mixed = {row[1] for row in boundary(trajectories, threshold)}
     rare = {(row[0], row[1]) for row in pattern_steps(trajectories, theta, min_n) if row[6]}
     rows = []
     for t in trajectories:
         base = (t.trajectory_id, t.task_id, t.step, t.group_id)
-        if (t.task_id, t.step) in forgot:
+        if t.trajectory_id in forgot:
             rows.append(base + ("forgetting",))
         if t.group_id in mixed:
             rows.append(base + ("boundary",))

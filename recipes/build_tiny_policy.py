@@ -5,7 +5,7 @@ recognises. Offline, a few seconds on a CPU.
     python recipes/build_tiny_policy.py runs/cpu_tiny/policy
 
 It learns nothing by itself: it exists so the whole loop (bootstrap, GRPO, evaluation, signals, ...) can run
-on a laptop or in CI. The GPU recipes train real models instead (trainer.model in bfcl_main.toml).
+on a laptop or in CI. The GPU recipes train real models instead (trainer.model in bfcl_paper.toml).
 """
 
 from __future__ import annotations

@@ -49,6 +49,20 @@ def test_signals_figures_match_sql(sample_store, run):
     assert summary["params"]["w"] == 2
 
 
+def test_signals_per_trajectory_forgetting_matches_sql(sample_store, run):
+    group = json.loads(run("signals", "--json").output)
+    trajectory = json.loads(run("signals", "--json", "--forgetting-form", "trajectory").output)
+    assert (group["params"]["forgetting_form"], trajectory["params"]["forgetting_form"]) == ("group", "trajectory")
+    flags = {row["signal"]: row["flags"] for row in trajectory["by_signal"]}
+    counted = json.loads(run("query", "select count(*) n from forgetting_trajectories", "--format", "json").output)
+    assert flags["forgetting"] == counted[0]["n"] == trajectory["detail"]["forgetting_trajectories"] > 0
+    # boundary and rare do not depend on the form
+    assert {r["signal"]: r["flags"] for r in group["by_signal"] if r["signal"] != "forgetting"} == {
+        signal: n for signal, n in flags.items() if signal != "forgetting"}
+    text = run("signals", "--forgetting-form", "trajectory").output
+    assert "forgetting per trajectory" in text and "failed rollouts" in text
+
+
 def test_query_formats_and_params(sample_store, run, tmp_path):
     sql = "select task_id, step, score from task_steps where task_id = $t and step < $s::INT order by step"
     table = run("query", sql, "-p", "t", "files-001", "-p", "s", "2")

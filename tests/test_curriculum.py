@@ -80,6 +80,17 @@ def test_task_curriculum_recent_window(literal):
     assert row == [(1.0, 0.0)]
 
 
+def test_task_curriculum_forgetting_form(literal):
+    # 'mixed': steps 1-3 score 1.0, 0.5, 0.0. Group form: forgetting fired at 1 of its 3 recent steps. Trajectory
+    # form: 3 of its 6 recent rollouts failed after a success-level score (step 2's 0, step 3's two 0s).
+    sql = ("SELECT task_id, round(forgetting_recent, 9) FROM task_curriculum_with(forgetting_form := '{}') "
+           "WHERE forgetting_recent > 0 ORDER BY task_id")
+    assert literal.execute(sql.format("group")).fetchall() == [("mixed", round(1 / 3, 9))]
+    assert literal.execute(sql.format("trajectory")).fetchall() == [("mixed", 0.5)]
+    with pytest.raises(Exception, match="forgetting_form must be 'group' or 'trajectory'"):
+        literal.execute(sql.format("task")).fetchall()
+
+
 def test_task_curriculum_empty_history(store):
     store.add_records("tasks", [{"task_id": "a"}])
     assert store.execute("SELECT steps_since_attempt, rollouts FROM task_curriculum").fetchall() == [(0, 0)]

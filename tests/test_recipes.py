@@ -19,26 +19,43 @@ from coevolve_engine.loop.config import ConfigError, RunConfig, differences, loa
 from coevolve_engine.store import Store
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
-MAIN = RECIPES / "bfcl_main.toml"
+PAPER = RECIPES / "bfcl_paper.toml"
+WEIGHTED = RECIPES / "bfcl_weighted.toml"
 
-# What each ablation changes, and nothing else (each also writes its checkpoints to a folder of its own).
+# What each recipe changes against the one it extends, and nothing else (each also writes its checkpoints to a
+# folder of its own). The paper's ablations extend bfcl_paper.toml and change one setting (F and the explorer
+# are one setting each, spread over the keys that carry it).
 ABLATIONS = {
-    "synthesis_only": {"synthesis.synthesizer": "none", "curriculum.strategy": "uniform"},
+    "synthesis_only": {"synthesis.synthesizer": "none"},
     "random_exploration": {"synthesis.synthesizer": "llm-unguided"},
-    "no_forgetting": {"signals.use": ["boundary", "rare"], "curriculum.settings.forgetting": 0.0},
-    "no_boundary": {"signals.use": ["forgetting", "rare"], "curriculum.settings.boundary": 0.0},
-    "no_rare": {"signals.use": ["forgetting", "boundary"], "curriculum.settings.rare": 0.0},
+    "no_forgetting": {"signals.use": ["boundary", "rare"]},
+    "no_boundary": {"signals.use": ["forgetting", "rare"]},
+    "no_rare": {"signals.use": ["forgetting", "boundary"]},
     "no_validation": {"validation.enabled": False},
     "n_50": {"bootstrap.n": 50},
     "n_200": {"bootstrap.n": 200},
     "f_5": {"trainer.steps_per_round": 5, "rounds": 24},
     "f_20": {"trainer.steps_per_round": 20, "rounds": 6},
     "explorer_swap": {"bootstrap.explorer_model": "hosted_vllm/Qwen/Qwen3-32B",
-                      "bootstrap.model": "hosted_vllm/Qwen/Qwen2.5-72B-Instruct",
+                      "bootstrap.model": "openai/qwen3-max",
                       "bootstrap.options.explorer_api_base": "http://127.0.0.1:8001/v1",
                       "synthesis.options.explorer_model": "hosted_vllm/Qwen/Qwen3-32B",
                       "synthesis.options.explorer_api_base": "http://127.0.0.1:8001/v1"},
 }
+# The paper's other two models: the policy (and, for the 30B model, how it is launched).
+MODELS = {
+    "bfcl_paper_qwen2_5_7b": {"trainer.model": "models/Qwen2.5-7B-Instruct", "trainer.policy_name": "qwen2.5-7b"},
+    "bfcl_paper_qwen3_30b_a3b": {
+        "trainer.model": "models/Qwen3-30B-A3B", "trainer.policy_name": "qwen3-30b-a3b",
+        "trainer.launcher": "accelerate launch --num_processes 16 --use_deepspeed --zero_stage 3 --mixed_precision bf16",
+        "trainer.options.groups_per_step": 2},
+}
+# Our extension (weighted sampling) against the paper, and its own ablations against it.
+EXTENSION = {"bfcl_weighted": {"curriculum.strategy": "coevolve"}}
+WEIGHTED_ABLATIONS = {f"weighted_no_{term}_term": {f"curriculum.settings.{term}": 0.0}
+                      for term in ("forgetting", "boundary", "rare")}
+ALL = {**{name: (PAPER, keys) for name, keys in {**ABLATIONS, **MODELS, **EXTENSION}.items()},
+       **{name: (WEIGHTED, keys) for name, keys in WEIGHTED_ABLATIONS.items()}}
 
 
 def dotted(config: dict, key: str):
@@ -49,7 +66,7 @@ def dotted(config: dict, key: str):
 
 def test_every_recipe_is_listed_loads_checked_and_has_only_known_keys():
     names = sorted(p.stem for p in RECIPES.glob("*.toml"))
-    assert names == sorted(["bfcl_main", "cpu_tiny", *ABLATIONS])
+    assert names == sorted(["bfcl_paper", "cpu_tiny", *ALL])
     readme = (RECIPES / "README.md").read_text()
     for name in names:
         config = load_config(RECIPES / f"{name}.toml")  # unknown keys and bad values are refused here
@@ -58,7 +75,7 @@ def test_every_recipe_is_listed_loads_checked_and_has_only_known_keys():
         assert re.search(rf"coevolve-engine run --config recipes/{name}\.toml", readme)
 
 
-@pytest.mark.parametrize("name", ["bfcl_main", "cpu_tiny"])
+@pytest.mark.parametrize("name", ["bfcl_paper", "cpu_tiny"])
 def test_the_full_recipes_set_every_field_each_with_a_comment(name):
     path = RECIPES / f"{name}.toml"
     data = tomllib.loads(path.read_text())
@@ -72,36 +89,68 @@ def test_the_full_recipes_set_every_field_each_with_a_comment(name):
             assert lines[index - 1].startswith("#"), f"{name}: no comment above {line!r}"
 
 
-def test_the_main_recipe_has_the_papers_settings():
-    c = load_config(MAIN)
+def test_the_paper_recipe_has_the_papers_method_and_settings():
+    c = load_config(PAPER)
     o = c.trainer.options
     assert (c.bootstrap.n, c.trainer.steps_per_round, c.rounds * c.trainer.steps_per_round) == (100, 10, 120)
     assert (o["num_generations"], o["learning_rate"], o["beta"], o["epsilon"], o["epsilon_high"],
             o["temperature"], o["max_tool_calling_iterations"]) == (8, 1e-6, 1e-3, 0.2, 0.28, 0.9, 30)
-    processes = int(c.trainer.launcher.split("--num_processes")[1])
+    processes = int(c.trainer.launcher.split("--num_processes")[1].split()[0])
     assert o["groups_per_step"] * processes == 32  # batch 32: tasks (GRPO groups) per optimizer step
     assert c.eval.every == 1 and c.eval.max_turns == 30 and c.signals.theta == 5.0
     assert c.trainer.launcher.startswith("accelerate launch")
+    # the paper's method: uniform over the growing task set, forgetting per trajectory, all signals, validation
+    assert (c.curriculum.strategy, c.curriculum.settings) == ("uniform", {})
+    assert c.signals.forgetting_form == "trajectory" and c.signals.use == ["forgetting", "boundary", "rare"]
+    assert c.synthesis.synthesizer == "llm" and c.validation.enabled
+    # the explorer is Qwen3-Max, for D_0 and for each round's exploration
+    assert c.bootstrap.explorer_model == c.synthesis.options["explorer_model"] == "openai/qwen3-max"
 
 
-@pytest.mark.parametrize("name", sorted(ABLATIONS))
-def test_each_ablation_differs_from_the_main_recipe_in_exactly_its_keys(name):
-    main = load_config(MAIN).to_dict()
-    ablation = load_config(RECIPES / f"{name}.toml").to_dict()
-    expected = ABLATIONS[name]
-    assert set(differences(main, ablation)) == set(expected) | {"trainer.output_dir"}
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_each_model_recipe_keeps_the_batch_at_32_tasks_and_notes_its_gpu_memory(name):
+    c = load_config(RECIPES / f"{name}.toml")
+    processes = int(c.trainer.launcher.split("--num_processes")[1].split()[0])
+    assert c.trainer.options["groups_per_step"] * processes == 32
+    assert "GPU memory under `accelerate launch`" in (RECIPES / f"{name}.toml").read_text()
+    assert "GPU memory under `accelerate launch`" in PAPER.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_each_recipe_differs_from_the_one_it_extends_in_exactly_its_keys(name):
+    base, expected = ALL[name]
+    assert tomllib.loads((RECIPES / f"{name}.toml").read_text())["extends"] == base.name
+    parent = load_config(base).to_dict()
+    child = load_config(RECIPES / f"{name}.toml").to_dict()
+    assert set(differences(parent, child)) == set(expected) | {"trainer.output_dir"}
     for key, value in expected.items():
-        assert dotted(ablation, key) == value
-    assert ablation["trainer"]["output_dir"] == f"runs/{name}/checkpoints"
+        assert dotted(child, key) == value
+    assert child["trainer"]["output_dir"] == f"runs/{name}/checkpoints"
+
+
+def test_the_papers_ablations_keep_uniform_sampling():
+    for name in ABLATIONS:
+        config = load_config(RECIPES / f"{name}.toml")
+        assert config.curriculum.strategy == "uniform" and config.signals.forgetting_form == "trajectory", name
+
+
+def test_print_config_shows_the_paper_recipe_uniform_with_per_trajectory_forgetting():
+    result = CliRunner().invoke(cli, ["run", "--config", str(PAPER), "--print-config"])
+    assert result.exit_code == 0, result.output
+    printed = tomllib.loads(result.output)
+    assert printed["curriculum"]["strategy"] == "uniform" and printed["signals"]["forgetting_form"] == "trajectory"
+    assert "Forgetting's form" in result.output  # the field's help is printed with it
 
 
 def test_print_config_prints_a_recipe_merged_over_the_one_it_extends():
-    result = CliRunner().invoke(cli, ["run", "--config", str(RECIPES / "no_rare.toml"), "--print-config"])
+    result = CliRunner().invoke(cli, ["run", "--config", str(RECIPES / "weighted_no_rare_term.toml"),
+                                      "--print-config"])
     assert result.exit_code == 0, result.output
     printed = tomllib.loads(result.output)
     assert "extends" not in printed
-    assert printed["signals"]["use"] == ["forgetting", "boundary"] and printed["bootstrap"]["n"] == 100
+    assert printed["signals"]["use"] == ["forgetting", "boundary", "rare"] and printed["bootstrap"]["n"] == 100
     assert printed["trainer"]["options"]["learning_rate"] == 1e-6 and printed["curriculum"]["settings"]["rare"] == 0
+    assert printed["curriculum"]["strategy"] == "coevolve"
 
 
 # -- extends ------------------------------------------------------------------------------------------------
@@ -152,6 +201,7 @@ def test_bad_extends_are_refused_naming_the_files(tmp_path, files, message):
     ("bootstrap.n=5", "bootstrap.explorer_model is required when bootstrap.n > 0"),
     ("bootstrap.n=-1", "bootstrap.n must be >= 0, got -1"),
     ("validation.enabled=1", "validation.enabled must be true or false, got 1"),
+    ("signals.forgetting_form=steps", "signals: forgetting_form must be one of group, trajectory, got 'steps'"),
 ])
 def test_bad_ablation_settings_are_refused_naming_the_key(override, message):
     with pytest.raises(ConfigError) as caught:

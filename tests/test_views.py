@@ -108,6 +108,68 @@ def test_forgetting_uses_step_means_and_ignores_step_gaps(load):
     ]
 
 
+# -- forgetting_trajectories (the paper's per-trajectory form) --------------------------------------
+
+FT = "SELECT trajectory_id, step, reward, recent_best, window_scores FROM forgetting_trajectories"
+
+
+def test_forgetting_trajectories_task_scored_once_never_fires(load):
+    store = load([traj("a", 1, 0.0, tid="a1"), traj("a", 1, 1.0, tid="a2"), traj("b", 1, 0.0, tid="b1")])
+    assert rows(store, "SELECT * FROM forgetting_trajectories") == []
+
+
+def test_forgetting_trajectories_fires_on_a_failed_rollout_where_the_step_mean_does_not(load):
+    # step 2's mean is 0.5 (no group forgetting), but its failed rollout forgot the success of step 1
+    store = load([traj("a", 1, 1.0, tid="a1"), traj("a", 2, 1.0, tid="a2"), traj("a", 2, 0.0, tid="a3")])
+    assert rows(store, "SELECT * FROM forgetting") == []
+    assert rows(store, "SELECT * FROM forgetting_trajectories") == [("a3", "a", 2, "a@2", 0.0, 1.0, 1, 3, 0.5)]
+
+
+def test_forgetting_trajectories_window_shorter_than_w_and_older_scores_leave_it(load):
+    store = load([traj("a", s, r, tid=f"a{s}") for s, r in [(1, 1.0), (2, 0.0), (3, 0.0), (4, 0.0), (5, 0.0)]])
+    assert rows(store, FT) == [("a2", 2, 0.0, 1.0, 1), ("a3", 3, 0.0, 1.0, 2), ("a4", 4, 0.0, 1.0, 3)]
+    assert rows(store, "SELECT trajectory_id FROM forgetting_trajectories_with(w := 1)") == [("a2",)]
+    assert rows(store, "SELECT trajectory_id, w FROM forgetting_trajectories_with(w := 5)") == [
+        ("a2", 5), ("a3", 5), ("a4", 5), ("a5", 5)]
+
+
+def test_forgetting_trajectories_compares_with_earlier_step_scores_only(load):
+    # a success in the same step does not count: the window holds earlier steps' mean scores (step 1: 0.25)
+    store = load([traj("a", 1, 0.5, tid="a1"), traj("a", 1, 0.0, tid="a2"),
+                  traj("a", 2, 1.0, tid="a3"), traj("a", 2, 0.0, tid="a4"),
+                  traj("a", 3, 0.0, tid="a5")])  # step 2's score 0.5 is a success-level score
+    assert rows(store, "SELECT trajectory_id, step, recent_best FROM forgetting_trajectories") == [("a5", 3, 0.5)]
+
+
+def test_forgetting_trajectories_ties_and_recorded_success(load):
+    store = load([traj("a", 1, 0.5, tid="a1"),  # exactly the threshold: solved
+                  traj("a", 2, 0.5, tid="a2"),  # exactly the threshold now: not a failure
+                  traj("a", 2, 0.49, tid="a3"),  # below: fires
+                  traj("a", 2, 0.0, success=True, tid="a4"),  # recorded success wins over the reward
+                  traj("a", 2, 0.9, success=False, tid="a5")])  # recorded failure wins too
+    assert rows(store, "SELECT trajectory_id FROM forgetting_trajectories") == [("a3",), ("a5",)]
+    assert rows(store, "SELECT trajectory_id FROM forgetting_trajectories_with(threshold := 0.6)") == []
+
+
+def test_forgetting_trajectories_all_failures_steady_success_and_faults(load):
+    store = load(scores("fail", 0.0, 0.0, 0.0) + scores("ok", 1.0, 1.0, 1.0)
+                 + [traj("e", 1, 1.0, tid="e1"), {**traj("e", 2, 0.0, tid="e2"), "error": "the server timed out"}])
+    assert rows(store, "SELECT * FROM forgetting_trajectories") == []
+
+
+def test_flagged_trajectories_forgetting_form(load):
+    store = load([traj("a", 1, 1.0, tid="a1"), traj("a", 2, 1.0, tid="a2"), traj("a", 2, 0.0, tid="a3"),
+                  traj("b", 1, 1.0, tid="b1"), traj("b", 2, 0.0, tid="b2"), traj("b", 2, 0.0, tid="b3")])
+    forgetting = "SELECT trajectory_id FROM flagged_trajectories_with(forgetting_form := '{}') WHERE signal = 'forgetting'"
+    # group: every rollout of b at step 2 (mean 0 < 0.5); trajectory: each failed rollout after a success
+    assert rows(store, forgetting.format("group")) == [("b2",), ("b3",)]
+    assert rows(store, forgetting.format("trajectory")) == [("a3",), ("b2",), ("b3",)]
+    assert rows(store, "SELECT * FROM flagged_trajectories") == rows(
+        store, "SELECT * FROM flagged_trajectories_with(forgetting_form := 'group')")
+    with pytest.raises(Exception, match="forgetting_form must be 'group' or 'trajectory', got 'steps'"):
+        store.execute("SELECT * FROM flagged_trajectories_with(forgetting_form := 'steps')").fetchall()
+
+
 # -- forgetting_events ----------------------------------------------------------------------------
 
 def test_forgetting_events(load):

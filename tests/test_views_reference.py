@@ -55,6 +55,8 @@ def test_views_match_reference(store, jsonl, seed):
     cases = {
         f"task_steps_with(threshold := {threshold})": ref.task_steps(trajectories, threshold),
         f"forgetting_with(w := {w}, threshold := {threshold})": ref.forgetting(trajectories, w, threshold),
+        f"forgetting_trajectories_with(w := {w}, threshold := {threshold})":
+            ref.forgetting_trajectories(trajectories, w, threshold),
         f"forgetting_events_with(threshold := {threshold})": ref.forgetting_events(trajectories, threshold),
         f"group_outcomes_with(threshold := {threshold})": ref.group_outcomes(trajectories, threshold),
         f"boundary_with(threshold := {threshold})": ref.boundary(trajectories, threshold),
@@ -62,6 +64,8 @@ def test_views_match_reference(store, jsonl, seed):
         f"rare_patterns_with(theta := {theta}, min_n := {min_n})": ref.rare_patterns(trajectories, theta, min_n),
         f"flagged_trajectories_with(threshold := {threshold}, w := {w}, theta := {theta}, min_n := {min_n})":
             ref.flagged_trajectories(trajectories, threshold, w, theta, min_n),
+        f"flagged_trajectories_with(threshold := {threshold}, w := {w}, theta := {theta}, min_n := {min_n}, "
+        f"forgetting_form := 'trajectory')": ref.flagged_trajectories(trajectories, threshold, w, theta, min_n, "trajectory"),
         f"task_signals_with(threshold := {threshold}, w := {w}, theta := {theta}, min_n := {min_n})":
             ref.task_signals(trajectories, task_ids, threshold, w, theta, min_n),
     }
@@ -72,7 +76,8 @@ def test_views_match_reference(store, jsonl, seed):
 
 def test_default_views_equal_their_macros_at_default_parameters(store, jsonl):
     store.ingest_trajectories(jsonl(_random_records(random.Random(99), n_tasks=20, steps=8)), create_tasks=True)
-    for view in ("task_steps", "group_outcomes", "forgetting", "forgetting_events", "boundary", "pattern_steps",
+    for view in ("task_steps", "group_outcomes", "forgetting", "forgetting_trajectories", "forgetting_events",
+                 "boundary", "pattern_steps",
                  "rare_patterns", "flagged_trajectories", "task_signals"):
         assert _normalise(store.execute(f"SELECT * FROM {view}").fetchall()) == _normalise(
             store.execute(f"SELECT * FROM {view}_with()").fetchall()), view

@@ -1,25 +1,34 @@
-"""A verl sampler that draws the rows of an exported round by their weights.
+"""Weighted sampling of an exported round in verl: a dataset class for verl 0.9 and a sampler for older verl.
 
-Point verl at it (``coevolve-engine export --format verl`` writes the weights into each row's
-``extra_info.weight``). verl releases whose ``create_rl_sampler`` reads ``data.sampler`` (the GitHub tree
-of January 2026, ``verl/trainer/main_ppo.py``) take it from the config::
+``coevolve-engine export --format verl`` writes each task's weight into its row's ``extra_info.weight``. The
+paper's method samples uniformly and needs neither: verl's own sampler (``data.shuffle=True``, its default)
+draws every row equally often. For weighted sampling (``bfcl_weighted.toml``) pick the hook your verl has:
 
-    data.sampler.class_path=pkg://coevolve_engine.trainers.verl_sampler
-    data.sampler.class_name=WeightedSampler
-    data.dataloader_num_workers=0          # verl requires it for custom samplers
+* verl 0.9 (checked against 0.9.1 by ``bench/verl_check.py``) has no sampler setting; it builds its dataset
+  from ``data.custom_cls``, so the weights travel in a dataset class::
 
-verl 0.9 (PyPI) dropped that hook; there, build it in your entry point and pass it to the trainer:
-``RayPPOTrainer(..., train_sampler=WeightedSampler(train_dataset, config.data))``.
+      data.custom_cls.path=pkg://coevolve_engine.trainers.verl_sampler
+      data.custom_cls.name=WeightedRLHFDataset
+      +data.weighted_draws=320              # optional: rows per epoch (default: as many as the file has)
 
-Options, read from ``data.sampler`` (all optional): ``seed`` (default ``data.seed``, else 0), ``num_samples``
-(draws per epoch, default the number of rows) and ``weight_key`` (default ``extra_info.weight``).
+  ``WeightedRLHFDataset`` is verl's ``RLHFDataset`` whose rows are ``weighted_draws`` draws, with replacement,
+  of the file's rows, row i with probability ``w_i / sum(w)``, seeded by ``data.seed`` (0 when unset). verl's
+  sampler then walks them (shuffled or in order), so every epoch holds exactly those draws. Each row still
+  becomes one GRPO group of ``actor_rollout_ref.rollout.n`` rollouts.
 
-Each epoch draws ``num_samples`` row indices with replacement, row i with probability
-``w_i / sum(w)``, from a generator seeded with ``seed + epoch``: the same seed gives the same draws in every
-process, and the sampler holds nothing but the weights, the seed and the epoch (``state_dict`` /
-``load_state_dict`` carry the epoch across a resume). verl is never imported when this module is: verl
-checks ``isinstance(sampler, AbstractSampler)``, so ``WeightedSampler`` is built on first use, on top of
-verl's ``AbstractSampler`` when verl is installed and on ``torch.utils.data.Sampler`` otherwise.
+* verl releases whose ``create_rl_sampler`` reads a ``data.sampler`` section (the GitHub tree of January 2026;
+  not 0.9.1, which refuses that section) take the sampler itself: set its ``class_path`` to
+  ``pkg://coevolve_engine.trainers.verl_sampler`` and its ``class_name`` to ``WeightedSampler``, with
+  ``data.dataloader_num_workers=0``. Its options, read from
+  ``data.sampler`` (all optional): ``seed`` (default ``data.seed``, else 0), ``num_samples`` (draws per epoch,
+  default the number of rows) and ``weight_key`` (default ``extra_info.weight``). Each epoch draws
+  ``num_samples`` row indices with replacement from a generator seeded with ``seed + epoch``: the same seed
+  gives the same draws in every process, and the sampler holds nothing but the weights, the seed and the
+  epoch (``state_dict`` / ``load_state_dict`` carry the epoch across a resume).
+
+verl is never imported when this module is: verl checks ``isinstance(sampler, AbstractSampler)`` and builds
+the dataset class it is given, so ``WeightedSampler`` and ``WeightedRLHFDataset`` are built on first use, on
+top of verl's classes (``WeightedSampler`` falls back to ``torch.utils.data.Sampler`` without verl).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from coevolve_engine.errors import CoevolveError
 
 DEFAULT_WEIGHT_KEY = "extra_info.weight"
 _VERL_SAMPLER_MODULE = "verl.experimental.dataset.sampler"
+_VERL_DATASET_MODULE = "verl.utils.dataset.rl_dataset"
 
 
 class SamplerConfigError(CoevolveError, ValueError):
@@ -146,9 +156,42 @@ def weighted_sampler_class() -> type:
     return type("WeightedSampler", (WeightedTaskSampler, base), namespace)
 
 
+def weighted_draws(dataset: Any, data_config: Any = None) -> list[int]:
+    """The row indices a ``WeightedRLHFDataset`` serves: ``data.weighted_draws`` draws (default: one per row)
+    by ``extra_info.weight``, seeded by ``data.seed`` (0 when unset)."""
+    draws = _option(data_config, "weighted_draws", None)
+    options = {"seed": int(_option(data_config, "seed", 0)), "weight_key": DEFAULT_WEIGHT_KEY}
+    if draws is not None:
+        if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+            raise SamplerConfigError(f"data.weighted_draws must be a whole number of at least 1, got {draws!r}")
+        options["num_samples"] = draws
+    return WeightedTaskSampler(dataset, {"sampler": options}).draws(0)
+
+
+def weighted_dataset_class() -> type:
+    """verl's RLHFDataset whose rows are weighted draws of the file's rows (see the module doc)."""
+    base = importlib.import_module(_VERL_DATASET_MODULE).RLHFDataset
+
+    def __init__(self, data_files, tokenizer, config, processor=None, max_samples: int = -1):
+        base.__init__(self, data_files, tokenizer, config, processor=processor, max_samples=max_samples)
+        self.draws = weighted_draws(self, config)
+
+    def __len__(self) -> int:
+        return len(self.draws)
+
+    def __getitem__(self, item: int) -> dict:
+        return base.__getitem__(self, self.draws[item])
+
+    namespace = {"__module__": __name__, "__init__": __init__, "__len__": __len__, "__getitem__": __getitem__,
+                 "__doc__": "verl's RLHFDataset serving weighted draws of its rows (coevolve_engine.trainers."
+                            "verl_sampler)."}
+    return type("WeightedRLHFDataset", (base,), namespace)
+
+
 def __getattr__(name: str) -> Any:
-    if name == "WeightedSampler":
-        cls = weighted_sampler_class()
-        globals()["WeightedSampler"] = cls
+    builders = {"WeightedSampler": weighted_sampler_class, "WeightedRLHFDataset": weighted_dataset_class}
+    if name in builders:
+        cls = builders[name]()
+        globals()[name] = cls
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -68,7 +68,7 @@ Inspect them with SQL:
 @db_option
 @wait_option
 def weights(round_: int | None, strategy: str, pairs: tuple[str, ...], threshold: float, w: int, theta: float,
-            min_n: int, replace: bool, top: int, db: Path, wait: float) -> None:
+            min_n: int, forgetting_form: str, replace: bool, top: int, db: Path, wait: float) -> None:
     """Compute every task's sampling weight for a round and store it.
 
     The strategy reads each task's signals (forgetting, boundary and rare over its recent steps, its latest
@@ -80,7 +80,7 @@ def weights(round_: int | None, strategy: str, pairs: tuple[str, ...], threshold
     from coevolve_engine.curriculum import compute_weights, latest_round
     from coevolve_engine.signals import SignalParams
 
-    params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n)
+    params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
     with Store(db, create=False, wait=wait) as store:
         if round_ is None:
             last = latest_round(store)

@@ -26,8 +26,9 @@ def diversity_options(command):
     return command
 
 
-def _params(threshold, w, theta, min_n, k, no_diversity) -> DriftParams:
-    return DriftParams(threshold=threshold, w=w, theta=theta, min_n=min_n, k=k, diversity=not no_diversity)
+def _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity) -> DriftParams:
+    return DriftParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form, k=k,
+                       diversity=not no_diversity)
 
 
 def _analyse(db: Path, params: DriftParams, wait: float):
@@ -80,8 +81,8 @@ Examples:
 @click.option("--sql", "show_sql", is_flag=True, help="Print the query behind every table and exit.")
 @db_option
 @wait_option
-def drift(threshold, w, theta, min_n, k, no_diversity, table_, format_, compare, plots, force, show_sql, db: Path,
-          wait: float) -> None:
+def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, format_, compare, plots, force,
+          show_sql, db: Path, wait: float) -> None:
     """How the task distribution drifted, round by round, from the store alone (opened read-only).
 
     Per round: the Jensen-Shannon divergence of the weights from the previous and the first round, the task
@@ -97,7 +98,7 @@ def drift(threshold, w, theta, min_n, k, no_diversity, table_, format_, compare,
         for name, sql in {**METRIC_QUERIES, "weights ($round against $prev)": JS_SQL}.items():
             click.echo(f"-- {name}\n{sql.strip()};\n")
         return
-    params = _params(threshold, w, theta, min_n, k, no_diversity)
+    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
     reports = [_analyse(db, params, wait)]
     if compare is not None:
         reports.append(_analyse(compare, params, wait))
@@ -143,14 +144,14 @@ Example:
               help="Failure patterns shown with their summaries and example trajectories.")
 @db_option
 @wait_option
-def report(threshold, w, theta, min_n, k, no_diversity, out: Path, force: bool, title, top_patterns, db: Path,
-           wait: float) -> None:
+def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, out: Path, force: bool, title, top_patterns,
+           db: Path, wait: float) -> None:
     """Write one self-contained HTML page about the run (figures embedded, nothing loaded from the network)."""
     from coevolve_engine.outputs import check_output, write_output
     from coevolve_engine.report import build_report
 
     check_output(out, "html", db=db, force=force)  # before the analysis, not after it
-    params = _params(threshold, w, theta, min_n, k, no_diversity)
+    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
     with open_for_reading(db, wait=wait) as opened:
         page = build_report(opened.store, params, title=title or f"coevolve-engine report: {db.name}",
                             label=db.stem, notes=[opened.note] if opened.note else [],

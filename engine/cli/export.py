@@ -15,13 +15,14 @@ Examples:
   coevolve-engine export --round 3 --format verl --out export/r3
   coevolve-engine export --round 0 --format openrlhf --out export/r0 --uniform
 \b
-verl (train.parquet, read by verl's RLHFDataset):
+verl (train.parquet, read by verl's RLHFDataset; keys checked against verl 0.9.1):
   python -m verl.trainer.main_ppo data.train_files=export/r3/train.parquet \\
-    data.sampler.class_path=pkg://coevolve_engine.trainers.verl_sampler \\
-    data.sampler.class_name=WeightedSampler data.dataloader_num_workers=0 \\
+    data.val_files=export/r3/train.parquet trainer.val_before_train=False \\
     trainer.rollout_data_dir=rollouts/r3 ...
-  (verl 0.9 dropped data.sampler; there pass train_sampler=WeightedSampler(dataset, config.data)
-  to RayPPOTrainer in your own entry point.)
+  uniform sampling (the paper's method) is verl's own, data.shuffle=True; to draw by weight add
+    data.custom_cls.path=pkg://coevolve_engine.trainers.verl_sampler \\
+    data.custom_cls.name=WeightedRLHFDataset +data.weighted_draws=320
+  (README.md, "Training with verl or OpenRLHF", has the whole command.)
   Each row: data_source, prompt (chat messages), ability, reward_model {style: rule, ground_truth: task id},
   extra_info {index, task_id, env, weight, split, spec (JSON text), interaction_kwargs}.
 \b

@@ -28,7 +28,8 @@ wait_option = click.option(
 
 
 def signal_options(command):
-    """The signal constants (DESIGN.md section 2) as options: --threshold, --window/-w, --theta, --min-n."""
+    """The signal constants (DESIGN.md section 2) as options: --threshold, --window/-w, --theta, --min-n,
+    --forgetting-form."""
     for option in reversed((
         click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
                      help="A rollout succeeds when its reward is at least this (unless its record says otherwise)."),
@@ -38,6 +39,10 @@ def signal_options(command):
                      help="Rare: a pattern whose share of all patterns so far is below THETA percent."),
         click.option("--min-n", type=click.IntRange(min=0), default=50, show_default=True,
                      help="Rare: only once at least this many trajectories have an action pattern."),
+        click.option("--forgetting-form", type=click.Choice(["group", "trajectory"]), default="group",
+                     show_default=True,
+                     help="Forgetting's form: group (a step's mean score against the W earlier scores) or trajectory "
+                          "(each failed rollout against them, as the paper states it)."),
     )):
         command = option(command)
     return command

@@ -50,7 +50,8 @@ Inspect them with SQL:
 @db_option
 @wait_option
 def patterns(round_: int | None, step: int | None, first_step: int | None, threshold: float, w: int, theta: float,
-             min_n: int, max_trajectories: int, max_k: int, seed: int, replace: bool, db: Path, wait: float) -> None:
+             min_n: int, forgetting_form: str, max_trajectories: int, max_k: int, seed: int, replace: bool, db: Path,
+             wait: float) -> None:
     """Group the trajectories flagged at one step into failure patterns.
 
     Each trajectory flagged at the step (forgetting, boundary or rare; one trajectory may carry several
@@ -64,7 +65,7 @@ def patterns(round_: int | None, step: int | None, first_step: int | None, thres
     from coevolve_engine.patterns import find_patterns
     from coevolve_engine.signals import SignalParams
 
-    params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n)
+    params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
     with Store(db, create=False, wait=wait) as store:
         report = find_patterns(store, round=round_, step=step, first_step=first_step, params=params,
                                max_trajectories=max_trajectories,

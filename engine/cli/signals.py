@@ -30,10 +30,10 @@ Every figure can be recomputed with coevolve-engine query, e.g.
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @db_option
 @wait_option
-def signals(threshold: float, w: int, theta: float, min_n: int, top: int, as_json: bool, db: Path,
+def signals(threshold: float, w: int, theta: float, min_n: int, forgetting_form: str, top: int, as_json: bool, db: Path,
             wait: float) -> None:
     """Summarise where the agent is forgetting, uncertain (boundary) or rarely exercised (rare)."""
-    params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n)
+    params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
     with Store(db, read_only=True, wait=wait) as store:
         summary = summarise(store, params, top=top)
     if as_json:
@@ -53,9 +53,12 @@ def signals(threshold: float, w: int, theta: float, min_n: int, top: int, as_jso
         return
     echo(f"{db}: {t['tasks']} tasks, {t['trajectories']} trajectories of {t['attempted_tasks']} tasks in "
          f"{t['groups']} groups, steps {t['first_step']}..{t['last_step']}")
-    echo(f"signals with threshold {threshold:g}, window {w}, theta {theta:g}%, min_n {min_n}:")
-    echo(f"  forgetting  {flags['forgetting']['flags']:>6} trajectories  fired at {d['forgetting_steps']} "
-         f"task-steps; {d['forgetting_events']} forgetting events in {d['tasks_that_forgot']} tasks")
+    echo(f"signals with threshold {threshold:g}, window {w}, theta {theta:g}%, min_n {min_n}, "
+         f"forgetting per {forgetting_form}:")
+    fired = (f"fired at {d['forgetting_steps']} task-steps" if forgetting_form == "group"
+             else f"fired on {d['forgetting_trajectories']} failed rollouts")
+    echo(f"  forgetting  {flags['forgetting']['flags']:>6} trajectories  {fired}; "
+         f"{d['forgetting_events']} forgetting events in {d['tasks_that_forgot']} tasks")
     echo(f"  boundary    {flags['boundary']['flags']:>6} trajectories  {d['boundary_groups']} of {t['groups']} "
          f"groups mixed ({_pct(d['boundary_groups'], t['groups'])})")
     echo(f"  rare        {flags['rare']['flags']:>6} trajectories  {d['rare_patterns']} of {d['patterns']} "

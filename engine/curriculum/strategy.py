@@ -41,7 +41,7 @@ class CurriculumError(CoevolveError):
 
 FACTS_SQL = """
 SELECT * FROM task_curriculum_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
-                                   recent := $recent)
+                                   recent := $recent, forgetting_form := $forgetting_form)
 ORDER BY task_id
 """
 

@@ -29,7 +29,8 @@ if CHANGES_SQL.count(_NEW_WEIGHTS) != 1:  # pragma: no cover - guards the reuse 
 JS_SQL = ("SELECT js_divergence FROM (\n"
           + CHANGES_SQL.replace(_NEW_WEIGHTS, "FROM task_weights WHERE round = $round)") + ")")
 
-# Each table of a DriftReport and the query that recomputes it ($threshold, $w, $theta, $min_n, $k bound).
+# Each table of a DriftReport and the query that recomputes it ($threshold, $w, $theta, $min_n, $forgetting,
+# $k bound).
 METRIC_QUERIES: dict[str, str] = {
     "rounds": "SELECT * FROM drift_rounds ORDER BY round",
     "task_sets": "SELECT * FROM drift_task_sets ORDER BY round, task_id",
@@ -37,7 +38,7 @@ METRIC_QUERIES: dict[str, str] = {
     "synthesis_sources": "SELECT * FROM drift_synthesis_sources ORDER BY round, signal, pattern_id",
     "candidates": "SELECT * FROM drift_candidates ORDER BY round, signal",
     "signals": "SELECT * FROM drift_signals_with(threshold := $threshold, w := $w, theta := $theta, "
-               "min_n := $min_n) ORDER BY round",
+               "min_n := $min_n, forgetting_form := $forgetting_form) ORDER BY round",
     "patterns": "SELECT * FROM drift_patterns ORDER BY round, share DESC, lineage",
     "difficulty": "SELECT * FROM drift_difficulty_with(threshold := $threshold) ORDER BY round",
     "steps": "SELECT * FROM drift_steps_with(threshold := $threshold) ORDER BY step",
@@ -47,12 +48,12 @@ METRIC_QUERIES: dict[str, str] = {
     "eval": "SELECT * FROM drift_eval ORDER BY step NULLS LAST, round NULLS FIRST, created_at, eval_id",
     "eval_rounds": "SELECT * FROM drift_eval_rounds ORDER BY round",
     "eval_steps": "SELECT * FROM drift_eval_steps_with(threshold := $threshold, w := $w, theta := $theta, "
-                  "min_n := $min_n) ORDER BY step",
+                  "min_n := $min_n, forgetting_form := $forgetting_form) ORDER BY step",
     "eval_similarity": "SELECT * FROM drift_eval_similarity ORDER BY round, bin_low",
 }
-_PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n"), "difficulty": ("threshold",),
+_PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n", "forgetting_form"), "difficulty": ("threshold",),
                "steps": ("threshold",), "diversity": ("k", "embedding_model"),
-               "eval_steps": ("threshold", "w", "theta", "min_n")}
+               "eval_steps": ("threshold", "w", "theta", "min_n", "forgetting_form")}
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class DriftParams:
     k: int = 5  # SR@k: neighbours of each task's prompt
     diversity: bool = True  # compute SR@k and ED_rel (embeds prompts that have no cached vector)
     embedding_model: str = DEFAULT_MODEL  # the model name vectors are cached under
+    forgetting_form: str = "group"  # forgetting's form: group or trajectory (SignalParams.forgetting)
 
     def __post_init__(self) -> None:
         self.signal_params()  # checks the signal constants
@@ -73,11 +75,12 @@ class DriftParams:
             raise ValueError(f"k (SR@k neighbours) must be at least 1, got {self.k}")
 
     def signal_params(self) -> SignalParams:
-        return SignalParams(threshold=self.threshold, w=self.w, theta=self.theta, min_n=self.min_n)
+        return SignalParams(threshold=self.threshold, w=self.w, theta=self.theta, min_n=self.min_n,
+                            forgetting_form=self.forgetting_form)
 
     def bind(self, metric: str) -> dict:
         values = {"threshold": self.threshold, "w": self.w, "theta": self.theta, "min_n": self.min_n,
-                  "k": self.k, "embedding_model": self.embedding_model}
+                  "k": self.k, "embedding_model": self.embedding_model, "forgetting_form": self.forgetting_form}
         return {name: values[name] for name in _PARAMETERS.get(metric, ())}
 
 

@@ -88,6 +88,9 @@ class TrainerConfig:
 class SignalsConfig:
     threshold: float = setting(0.5, "A rollout succeeds when its reward is at least this.")
     w: int = setting(3, "Forgetting: compare a task's score with its W most recent earlier scores.")
+    forgetting_form: str = setting("group", "Forgetting's form: group (a step's mean score against the W earlier "
+                                       "scores; all of the step's rollouts flagged) or trajectory (each failed "
+                                       "rollout against them, as the paper states it).")
     theta: float = setting(5.0, "Rare: an action pattern whose share of all patterns so far is below THETA percent.")
     min_n: int = setting(50, "Rare: only once at least this many trajectories have an action pattern.")
     use: list = setting(list(SIGNAL_NAMES), "The signals whose flagged trajectories are clustered into failure "
@@ -226,7 +229,8 @@ class RunConfig:
         from coevolve_engine.signals import SignalParams
 
         s = self.signals
-        return SignalParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n)
+        return SignalParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n,
+                            forgetting_form=s.forgetting_form)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

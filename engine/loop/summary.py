@@ -14,7 +14,8 @@ from coevolve_engine.store import Store
 
 ROUND_SIGNALS_SQL = """
 SELECT signal, count(DISTINCT trajectory_id) AS trajectories, count(DISTINCT task_id) AS tasks
-FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
+                               forgetting_form := $forgetting_form)
 WHERE step BETWEEN $first AND $last
 GROUP BY signal ORDER BY signal
 """
@@ -22,7 +23,8 @@ ROUND_TOTALS_SQL = """
 SELECT count(*) AS rollouts, count(DISTINCT group_id) AS groups, count(DISTINCT task_id) AS tasks,
        avg(CASE WHEN coalesce(success, reward >= $threshold) THEN 1.0 ELSE 0.0 END) AS success_rate,
        (SELECT count(DISTINCT trajectory_id)
-        FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+        FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
+                                       forgetting_form := $forgetting_form)
         WHERE step BETWEEN $first AND $last) AS flagged
 FROM scored_trajectories WHERE step BETWEEN $first AND $last
 """
@@ -36,7 +38,8 @@ ROUNDS_SQL = """
 SELECT round, status, first_step || '..' || last_step AS steps, rollouts, round(train_success, 3) AS train_success,
        round(start_eval, 3) AS start_eval, round(eval_success, 3) AS eval_success, forgetting, boundary, rare,
        patterns, accepted || '/' || candidates AS accepted, train_tasks
-FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
+                     forgetting_form := $forgetting_form)
 """
 
 

@@ -23,7 +23,8 @@ SIGNALS = ("forgetting", "boundary", "rare")  # also the order that breaks ties 
 FLAGGED_AT_STEP_SQL = """
 WITH flags AS (
     SELECT trajectory_id, list(DISTINCT signal) AS signals
-    FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
+    FROM flagged_trajectories_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
+                                   forgetting_form := $forgetting_form)
     WHERE step BETWEEN $first_step AND $step AND list_contains($signals, signal)
     GROUP BY trajectory_id
 ),

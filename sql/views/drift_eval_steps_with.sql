@@ -1,7 +1,7 @@
--- drift_eval_steps_with(threshold := 0.5, w := 3, theta := 5, min_n := 50): one row per training step that has
--- scored rollouts or an evaluation with that step: held-out success against step next to the rollouts the
--- signals flagged at the step, as the paper's Figure 3 puts them (flagged_trajectories_with over the whole
--- history).
+-- drift_eval_steps_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, forgetting_form := 'group'): one row per
+-- training step that has scored rollouts or an evaluation with that step: held-out success against step next to
+-- the rollouts the signals flagged at the step, as the paper's Figure 3 puts them (flagged_trajectories_with over
+-- the whole history).
 --   step          the step
 --   round         the round whose steps include it (drift_rounds; NULL when none does, e.g. the step before
 --                 the first, where the policy a run started from is evaluated)
@@ -12,7 +12,8 @@
 --   eval_tasks    eval tasks that evaluation covered
 --   evaluations   evaluations at the step
 -- requires: drift_rounds, scored_trajectories, flagged_trajectories_with
-CREATE OR REPLACE MACRO drift_eval_steps_with(threshold := 0.5, w := 3, theta := 5, min_n := 50) AS TABLE
+CREATE OR REPLACE MACRO drift_eval_steps_with(threshold := 0.5, w := 3, theta := 5, min_n := 50,
+                                              forgetting_form := 'group') AS TABLE
 WITH rollouts AS (
     SELECT step, count(*) AS rollouts FROM scored_trajectories GROUP BY step
 ),
@@ -23,7 +24,8 @@ flags AS (
         count(DISTINCT trajectory_id) FILTER (WHERE signal = 'forgetting') AS forgetting,
         count(DISTINCT trajectory_id) FILTER (WHERE signal = 'boundary') AS boundary,
         count(DISTINCT trajectory_id) FILTER (WHERE signal = 'rare') AS rare
-    FROM flagged_trajectories_with(threshold := threshold, w := w, theta := theta, min_n := min_n)
+    FROM flagged_trajectories_with(threshold := threshold, w := w, theta := theta, min_n := min_n,
+                                   forgetting_form := forgetting_form)
     GROUP BY step
 ),
 evals AS (

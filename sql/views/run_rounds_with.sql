@@ -1,5 +1,5 @@
--- run_rounds_with(threshold := 0.5, w := 3, theta := 5, min_n := 50): one row per round of `coevolve-engine run`,
--- every figure recomputed from the tables (run_phases.outputs only records what was printed).
+-- run_rounds_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, forgetting_form := 'group'): one row per round
+-- of `coevolve-engine run`, every figure recomputed from the tables (run_phases.outputs only records what was printed).
 --   round              the round
 --   status             'running' or 'finished'
 --   first_step         its first training step; last_step = first_step + trainer.steps_per_round - 1
@@ -9,7 +9,8 @@
 --   start_eval         held-out success of the policy round 0 started from (round 0 only; evaluations 'start')
 --   eval_success       held-out success of the round's checkpoint (NULL when not evaluated)
 --   eval_tasks         eval tasks that evaluation covered
---   forgetting         trajectories of its steps flagged forgetting (w, threshold)
+--   forgetting         trajectories of its steps flagged forgetting (w, threshold, in the forgetting form
+--                      'group' or 'trajectory', see flagged_trajectories_with)
 --   boundary           ... flagged boundary
 --   rare               ... flagged rare (theta, min_n)
 --   patterns           failure patterns found in the round
@@ -18,7 +19,8 @@
 --   train_tasks        training tasks weighed for the round (weight_sets.tasks)
 --   weights_reason     why the round's weights differ from the previous round's (weight_sets.reason)
 -- requires: scored_trajectories, flagged_trajectories_with
-CREATE OR REPLACE MACRO run_rounds_with(threshold := 0.5, w := 3, theta := 5, min_n := 50) AS TABLE
+CREATE OR REPLACE MACRO run_rounds_with(threshold := 0.5, w := 3, theta := 5, min_n := 50,
+                                        forgetting_form := 'group') AS TABLE
 WITH spans AS (
     SELECT round, status, first_step,
            first_step + CAST(json_extract(config, '$.trainer.steps_per_round') AS BIGINT) - 1 AS last_step
@@ -36,7 +38,8 @@ flags AS (
            count(DISTINCT f.trajectory_id) FILTER (WHERE f.signal = 'boundary') AS boundary,
            count(DISTINCT f.trajectory_id) FILTER (WHERE f.signal = 'rare') AS rare
     FROM spans AS s
-    JOIN flagged_trajectories_with(threshold := threshold, w := w, theta := theta, min_n := min_n) AS f
+    JOIN flagged_trajectories_with(threshold := threshold, w := w, theta := theta, min_n := min_n,
+                                   forgetting_form := forgetting_form) AS f
       ON f.step BETWEEN s.first_step AND s.last_step
     GROUP BY s.round
 ),

@@ -1,6 +1,7 @@
--- task_curriculum_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, recent := 3): one row per training
--- task (split 'train'; eval tasks are held out and never weighed): the facts the curriculum strategies weigh a
--- task by. "Now" is the latest step with a scored rollout.
+-- task_curriculum_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, recent := 3,
+--                      forgetting_form := 'group'): one row per training task (split 'train'; eval tasks are
+-- held out and never weighed): the facts the curriculum strategies weigh a task by. "Now" is the latest step
+-- with a scored rollout.
 --   task_id               the task
 --   source                where it came from (tasks.source; 'synthesized' for accepted candidates)
 --   rollouts              its scored rollouts over all steps (0: never attempted)
@@ -12,11 +13,14 @@
 --   last_group_rollouts   rollouts in its latest group (latest step, then greatest group_id); NULL if none
 --   last_group_successes  successes in that group (threshold)
 --   last_group_p          success rate of that group
---   forgetting_recent     share of its last `recent` scored steps at which forgetting fired (window w)
+--   forgetting_recent     forgetting_form 'group': share of its last `recent` scored steps at which forgetting
+--                         fired (window w); 'trajectory': share of its rollouts in those steps that
+--                         forgetting_trajectories_with flags
 --   boundary_recent       share of its groups in those steps with mixed outcomes
 --   rare_recent           share of its rollouts in those steps whose action pattern was rare at their step
--- requires: task_history_with, group_outcomes_with, rare_trajectories_with
-CREATE OR REPLACE MACRO task_curriculum_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, recent := 3) AS TABLE
+-- requires: task_history_with, group_outcomes_with, rare_trajectories_with, forgetting_trajectories_with
+CREATE OR REPLACE MACRO task_curriculum_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, recent := 3,
+                                             forgetting_form := 'group') AS TABLE
 WITH history AS (
     SELECT *, row_number() OVER (PARTITION BY task_id ORDER BY step DESC) AS age
     FROM task_history_with(w := w, threshold := threshold)
@@ -49,6 +53,12 @@ last_group AS (
     FROM group_outcomes_with(threshold := threshold)
     QUALIFY row_number() OVER (PARTITION BY task_id ORDER BY step DESC, group_id DESC) = 1
 ),
+recent_forgot AS (
+    SELECT f.task_id, count(*) AS forgot_trajectories
+    FROM forgetting_trajectories_with(w := w, threshold := threshold) AS f
+    JOIN per_task AS p ON p.task_id = f.task_id AND f.step >= p.recent_from
+    GROUP BY f.task_id
+),
 recent_rare AS (
     SELECT r.task_id, count(*) AS rare_trajectories
     FROM rare_trajectories_with(theta := theta, min_n := min_n) AS r
@@ -68,7 +78,11 @@ SELECT
     last_group.rollouts AS last_group_rollouts,
     last_group.successes AS last_group_successes,
     last_group.p AS last_group_p,
-    coalesce(per_task.forgetting_recent, 0.0) AS forgetting_recent,
+    CASE WHEN forgetting_form = 'group' THEN coalesce(per_task.forgetting_recent, 0.0)
+         WHEN forgetting_form = 'trajectory'
+             THEN coalesce(coalesce(recent_forgot.forgot_trajectories, 0) / per_task.recent_rollouts, 0.0)
+         ELSE error('task_curriculum_with: forgetting_form must be ''group'' or ''trajectory'', got '''
+                    || forgetting_form || '''') END AS forgetting_recent,
     coalesce(recent_groups.boundary_groups / recent_groups.groups, 0.0) AS boundary_recent,
     coalesce(coalesce(recent_rare.rare_trajectories, 0) / per_task.recent_rollouts, 0.0) AS rare_recent
 FROM tasks
@@ -76,5 +90,6 @@ CROSS JOIN span
 LEFT JOIN per_task USING (task_id)
 LEFT JOIN recent_groups USING (task_id)
 LEFT JOIN last_group USING (task_id)
+LEFT JOIN recent_forgot USING (task_id)
 LEFT JOIN recent_rare USING (task_id)
 WHERE tasks.split = 'train';
