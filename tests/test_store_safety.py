@@ -176,6 +176,31 @@ def test_the_lease_is_reentrant_within_a_process_and_refuses_a_reused_pid(calc_s
             pass
 
 
+CREATOR = textwrap.dedent("""
+    import sys, time
+    from coevolve_engine.store import Store
+    while time.time() < float(sys.argv[2]):
+        pass
+    with Store(sys.argv[1], wait=60) as store:
+        store.add_records("tasks", [{"task_id": "t"}], label="tasks")
+    print("ok", flush=True)
+""")
+
+
+def test_processes_creating_one_store_at_once_all_open_it(tmp_path):
+    import time
+
+    db = tmp_path / "new.duckdb"
+    start = str(time.time() + 3)  # every process past its imports, then all at once
+    processes = [subprocess.Popen([sys.executable, "-c", CREATOR, str(db), start], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    outputs = [process.communicate(timeout=300) for process in processes]
+    assert [process.returncode for process in processes] == [0] * 8, outputs
+    with Store(db, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM tasks") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.duckdb"]  # no draft left behind
+
+
 # -- 3. the whole config is checked before a round writes anything -----------------------------------------------
 
 @pytest.mark.parametrize("override, words", [
