@@ -401,7 +401,7 @@ def invoke(*args):
 
 
 def test_drift_command_formats(run_a, run_b):
-    table = invoke("drift", "--db", str(run_a), "--k", "1").output
+    table = invoke("drift", "--db", str(run_a), "--neighbours", "1").output
     assert "| metric" in table and "round 2" in table and "js_round0" in table and "0.1556" in table
     as_json = json.loads(invoke("drift", "--db", str(run_a), "--format", "json").stdout)
     assert [r["round"] for r in as_json] == [0, 1, 2] and as_json[1]["new_tasks"] == 1

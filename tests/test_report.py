@@ -29,7 +29,7 @@ def report_path(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
     db = build_run_a(folder / "coevolve.duckdb")
     out = folder / "report.html"
-    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--out", str(out), "--k", "1"],
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "-o", str(out), "--neighbours", "1"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return out

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from coevolve_engine.cli.options import db_option, signal_options, wait_option
+from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.drift import METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
 
@@ -17,8 +17,9 @@ TABLES = ("summary", *METRIC_QUERIES, "weights")
 
 def diversity_options(command):
     for option in reversed((
-        click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True,
-                     help="SR@k: the nearest neighbours of each task's prompt embedding."),
+        click.option("--neighbours", "k", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="SR@k's k: the nearest neighbours of each task's prompt embedding."),
+        renamed("--k", "k", type=click.IntRange(min=1), help_name="--neighbours"),
         click.option("--no-diversity", is_flag=True,
                      help="Leave out SR@k and ED_rel (no prompt is embedded)."),
     )):
@@ -133,31 +134,32 @@ def compare_or_summary(reports) -> pl.DataFrame:
 
 @click.command(epilog="""\b
 Example:
-  coevolve-engine report --out report.html --db runs/coevolve.duckdb""")
+  coevolve-engine report -o report.html --db runs/coevolve.duckdb""")
 @signal_options
 @diversity_options
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
               show_default=True, help="The HTML file to write (never the store or another DuckDB file).")
-@click.option("--force", is_flag=True, help="Replace --out even when it is not an HTML page (a store never is).")
+@renamed("--out", "output", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace --output even when it is not an HTML page (a store never is).")
 @click.option("--title", default=None, help="The page title (default: the store's file name).")
 @click.option("--top-patterns", type=click.IntRange(min=0), default=5, show_default=True,
               help="Failure patterns shown with their summaries and example trajectories.")
 @db_option
 @wait_option
-def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, out: Path, force: bool, title, top_patterns,
+def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, output: Path, force: bool, title, top_patterns,
            db: Path, wait: float) -> None:
     """Write one self-contained HTML page about the run (figures embedded, nothing loaded from the network)."""
     from coevolve_engine.outputs import check_output, write_output
     from coevolve_engine.report import build_report
 
-    check_output(out, "html", db=db, force=force)  # before the analysis, not after it
+    check_output(output, "html", db=db, force=force)  # before the analysis, not after it
     params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
     with open_for_reading(db, wait=wait) as opened:
         page = build_report(opened.store, params, title=title or f"coevolve-engine report: {db.name}",
                             label=db.stem, notes=[opened.note] if opened.note else [],
                             top_patterns=top_patterns)
-    write_output(out, page, "html", db=db, force=force)
-    click.echo(f"wrote {out} ({len(page.encode()) // 1024} KiB)")
+    write_output(output, page, "html", db=db, force=force)
+    click.echo(f"wrote {output} ({len(page.encode()) // 1024} KiB)")
 
 
 def register(group: click.Group) -> None:
