@@ -439,6 +439,6 @@ def test_drift_plots(run_a, run_b, tmp_path):
     folder = tmp_path / "figures"
     invoke("drift", "--db", str(run_a), "--compare", str(run_b), "--plots", str(folder))
     written = sorted(p.name for p in folder.iterdir())
-    assert written == ["distribution.png", "diversity.png", "eval.png", "eval_similarity.png", "patterns.png",
-                       "signals.png", "success.png"]
+    assert written == ["acceptance.png", "distribution.png", "diversity.png", "eval.png", "eval_similarity.png",
+                       "growth.png", "heldout.png", "patterns.png", "signals.png", "success.png"]
     assert all((folder / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in written)
