@@ -25,8 +25,9 @@ from typing import Any, Callable, Iterator, TextIO
 
 Echo = Callable[[str], None]
 
-#: "step 12/150" in a trainer's progress line: where a bar with no count of its own can read one
-_STEP = re.compile(r"\bstep (\d+)/(\d+)\b")
+#: "step 12/150" in a trainer's line, "31 of 100 in the store" in the bootstrap's: where a bar with no count of
+#: its own reads one (only when the second number is the bar's total)
+_COUNTS = (re.compile(r"\bstep (\d+)/(\d+)\b"), re.compile(r"\b(\d+) of (\d+) in the store\b"))
 
 
 def detail(echo: Echo, line: str) -> None:
@@ -61,7 +62,7 @@ class Bar:
         pass
 
     def note(self, line: str) -> None:
-        """A detail line; a bar that counts steps reads "step N/M" in it."""
+        """A detail line; a bar that counts reads "step N/M" or "N of M in the store" in it."""
 
     def close(self) -> None:
         pass
@@ -144,9 +145,11 @@ class _PhaseBar(Bar):
             print(self.line(), file=self.display.stream, flush=True)
 
     def note(self, line: str) -> None:
-        found = _STEP.search(line)
-        if found and self.total is not None and int(found.group(2)) == self.total:
-            self.update(done=int(found.group(1)))
+        for pattern in _COUNTS:
+            found = pattern.search(line)
+            if found and self.total is not None and int(found.group(2)) == self.total:
+                self.update(done=int(found.group(1)))
+                return
 
     def line(self) -> str:
         """The plain progress line: where the phase is, its running figures and the time it has left."""

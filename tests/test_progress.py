@@ -84,6 +84,9 @@ def test_a_trainer_line_moves_a_bar_that_counts_steps():
         assert bar.done == 45
         detail(display, "round 0 · warmup step 3/7: a line of something else")
         assert bar.done == 45
+    with progress(display, "round 0 · bootstrap", total=100, unit="task") as bar:
+        detail(display, "round 0 · bootstrap accepted 12 so far in this run; 31 of 100 in the store")
+        assert bar.done == 31
 
 
 # -- the demo on a terminal and redirected ----------------------------------------------------------------
