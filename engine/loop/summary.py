@@ -66,6 +66,8 @@ def round_line(store: Store, config: RunConfig, round_: int) -> str:
     if not rows:
         return f"round {round_} finished"
     r = dict(zip([c[0] for c in cursor.description], rows[0]))
+    for rate in ("start_eval", "eval_success"):  # rounded as the eval phase's line rounds them, so the two agree
+        r[rate] = None if r[rate] is None else round(float(r[rate]), 4)
     held = "held-out -"
     if r["eval_success"] is not None:
         start = f"{pct(r['start_eval'])} -> " if r["start_eval"] is not None else ""

@@ -224,7 +224,7 @@ def _patterns_in_words(store: Store, report: DriftReport, top: int) -> str:
         prompt = p["prompt"] or ""
         prompt = prompt if len(prompt) <= 160 else prompt[:159] + "…"
         example = f' For example: “{_e(prompt)}”' if prompt else ""
-        tasks = f" of {p['tasks']} tasks" if p["tasks"] else ""
+        tasks = f" of {_plural(p['tasks'], 'task')}" if p["tasks"] else ""
         items.append(f"<li><strong>{_e(signal)}</strong> ({_plural(p['size'], 'rollout')}{tasks} in round "
                      f"{p['round']}{reward}): {_e(words)}{actions}.{example}"
                      + (f'<div class="lineage">{_e(lineage)}</div>' if lineage else "") + "</li>")
