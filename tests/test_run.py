@@ -216,7 +216,8 @@ KILL_AT = [
 
 def run_until(db: Path, config: Path, kill_at: str | None) -> tuple[int, list[str]]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
-    command = [sys.executable, "-m", "coevolve_engine.cli", "run", "--config", str(config), "--db", str(db)]
+    command = [sys.executable, "-m", "coevolve_engine.cli", "run", "--config", str(config), "--db", str(db),
+               "--verbose"]  # the mid-phase lines it kills at are detail lines
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     seen = []
     assert process.stdout is not None

@@ -45,19 +45,25 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
 
 
 class ProgressSink:
-    """Passes each group to the store sink, then prints a line (the rollouts are in the store when it shows)."""
+    """Passes each group to the store sink, then reports it (the rollouts are in the store when it shows): a
+    detail line per group (the log, or the screen with --verbose) and the phase's bar moved on."""
 
     def __init__(self, sink, echo: Callable[[str], None], label: str, first: int, steps: int) -> None:
         self.sink, self.echo, self.label, self.first, self.steps = sink, echo, label, first, steps
-        self.groups = self.rollouts = 0
+        self.groups = self.rollouts = self.solved = 0
 
     def write_group(self, rollouts, *, step: int, group_id: str) -> None:
+        from coevolve_engine.progress import advance, detail
+
         self.sink.write_group(rollouts, step=step, group_id=group_id)
         self.groups += 1
         self.rollouts += len(rollouts)
         solved = sum(1 for r in rollouts if r.success)
-        self.echo(f"{self.label} step {step - self.first + 1}/{self.steps}: group {group_id} written "
-                  f"({solved}/{len(rollouts)} succeeded)")
+        self.solved += solved
+        detail(self.echo, f"{self.label} step {step - self.first + 1}/{self.steps}: group {group_id} written "
+                          f"({solved}/{len(rollouts)} succeeded)")
+        advance(self.echo, done=step - self.first + 1, rollouts=self.rollouts,
+                success=self.solved / self.rollouts if self.rollouts else None)
 
 
 def result_path(spec_path: Path) -> Path:
