@@ -43,7 +43,7 @@ ORDER BY task_id, step, trajectory_id
 def _completion(messages: list[dict[str, Any]], first_turn_only: bool) -> list[dict[str, Any]] | None:
     """The messages after the first user message (up to the second one), normalised for a chat template;
     None when a tool call's arguments are not a JSON object (such a trajectory demonstrates nothing)."""
-    from coevolve_engine.adapters.agents.tool_parsing import parse_arguments
+    from coevolve_engine.adapters.calls import parse_arguments
 
     users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
     if not users:

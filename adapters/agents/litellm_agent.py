@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from .base import Agent, AgentFault, EpisodeLimits, ModelReply
-from .tool_parsing import ParsedCall, parse_arguments, parse_tool_call_text
+from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
 
 
 def import_litellm() -> Any:
