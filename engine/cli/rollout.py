@@ -11,9 +11,10 @@ from coevolve_engine.errors import CoevolveError
 
 
 def make_agent(model: str, *, api_base: str | None, api_key: str | None, temperature: float, max_tokens: int,
-               timeout: float, retries: int, max_steps: int, policy: str | None):
+               timeout: float, retries: int, max_steps: int, policy: str | None, max_model_calls_per_turn: int = 20,
+               chat_template_kwargs: dict | None = None):
     """The ReferenceAgent for "reference", a LocalAgent when MODEL is a local directory, otherwise a LiteLLMAgent
-    for the model string."""
+    for the model string (``chat_template_kwargs`` go to a server as ``extra_body``, as vLLM reads them)."""
     try:
         if model == "reference":
             from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
@@ -23,12 +24,15 @@ def make_agent(model: str, *, api_base: str | None, api_key: str | None, tempera
             from coevolve_engine.adapters.agents.local_agent import LocalAgent
 
             return LocalAgent(model, temperature=temperature, max_new_tokens=max_tokens, max_steps=max_steps,
-                              policy=policy)
+                              max_model_calls_per_turn=max_model_calls_per_turn,
+                              chat_template_kwargs=chat_template_kwargs, policy=policy)
         from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
 
         return LiteLLMAgent(model, api_base=api_base, api_key=api_key, temperature=temperature,
                             max_tokens=max_tokens, timeout=timeout, num_retries=retries, max_steps=max_steps,
-                            policy=policy)
+                            max_model_calls_per_turn=max_model_calls_per_turn, policy=policy,
+                            completion_kwargs={"extra_body": {"chat_template_kwargs": chat_template_kwargs}}
+                            if chat_template_kwargs else None)
     except (ValueError, ImportError, OSError) as exc:
         raise CoevolveError(f"cannot use model {model!r}: {exc}") from exc
 

@@ -295,20 +295,13 @@ def test_bad_drafts_become_specs_that_name_their_defect(calc, seed_tasks, calls,
     json.dumps(spec)
 
 
-# --- the trl-grpo trainer's view of the environment -------------------------------------------------------
+# --- the episode player's view of the environment -----------------------------------------------------------
 
 
-def test_every_calc_task_shares_one_trl_tool_class_that_scores_the_episode(calc, seed_tasks, test_tasks):
-    from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes
+def test_the_player_opens_every_calc_task_with_its_prompt_and_the_environments_tools(calc, seed_tasks, test_tasks):
+    from coevolve_engine.trainers.sft import _opening
 
-    tasks = seed_tasks[:5] + test_tasks[:5]
-    classes, tool_sets = environment_classes(calc, tasks)
-    assert len(classes) == 1 and set(tool_sets) == {t["task_id"] for t in tasks}
-    (cls,) = classes.values()
-    task = by_skill(test_tasks, calls=2, form="steps")
-    instance = cls()
-    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
-    results = [getattr(instance, s["op"])(n=s["n"]) for s in task["spec"]["steps"]]
-    assert results[-1] == f"x={task['spec']['target']}" and instance.get_reward() == 1.0
-    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
-    assert instance.get_reward() == 0.0
+    for task in seed_tasks[:5] + test_tasks[:5]:
+        opening, tools = _opening(calc, task)
+        assert opening[-1] == {"role": "user", "content": calc.start(task["task_id"], task["spec"]).next_turn()}
+        assert [t["function"]["name"] for t in tools] == ["add", "sub", "mul"]
