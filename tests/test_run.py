@@ -51,7 +51,8 @@ num_generations = {K}
 groups_per_step = 2
 learning_rate = 1e-3
 beta = 0.0
-max_completion_length = 1024
+max_completion_length = 2048
+temperature = 0.6
 [episode]
 max_new_tokens = 40
 max_model_calls_per_turn = 6
