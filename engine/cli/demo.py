@@ -28,7 +28,7 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     validation and new weights. Run it again to resume or extend it.
     """
     from coevolve_engine.cli.output import render_table
-    from coevolve_engine.demo import run_demo
+    from coevolve_engine.demo import held_out_by_turns, run_demo
     from coevolve_engine.loop.summary import rounds_table
     from coevolve_engine.store import Store
 
@@ -36,8 +36,11 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
                           echo=lambda line: click.echo(line))
     with Store(db, read_only=True) as store:
         table = rounds_table(store, config)
+        by_turns = held_out_by_turns(store)
     click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates):")
     click.echo(render_table(table))
+    click.echo("\nHeld-out success by user turns per task (every turn of an episode is played):")
+    click.echo(render_table(by_turns))
     click.echo(f"""
 The store is {db}. Every figure above is a row of run_rounds; try:
   coevolve-engine query --db {db} "select * from run_rounds"
