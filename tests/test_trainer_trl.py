@@ -172,6 +172,10 @@ def test_config_explains_bad_settings():
         TRLGRPOConfig(model="m", output_dir="o", num_generations=1)
     with pytest.raises(ValueError, match="through TRLGRPOConfig's own fields"):
         TRLGRPOConfig(model="m", output_dir="o", trl_args={"max_steps": 3})
+    with pytest.raises(ValueError, match="max_model_calls_per_turn must be >= 1"):
+        TRLGRPOConfig(model="m", output_dir="o", max_model_calls_per_turn=0)
+    with pytest.raises(ValueError, match="use_vllm"):
+        TRLGRPOConfig(model="m", output_dir="o", trl_args={"use_vllm": True})
 
 
 def test_registry_lists_trl_grpo():

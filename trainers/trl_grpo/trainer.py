@@ -74,6 +74,10 @@ class TRLGRPOConfig:
         from coevolve_engine.adapters.agents.base import EpisodeLimits
 
         EpisodeLimits(max_steps=self.max_steps, max_model_calls_per_turn=self.max_model_calls_per_turn)  # checks
+        if self.trl_args.get("use_vllm"):
+            raise ValueError("use_vllm: whole episodes are played by the episode player with the model being "
+                             "trained, batched in process; TRL's vLLM generation is not wired into it yet, so it "
+                             "would load a vLLM engine that generates nothing (leave use_vllm unset)")
         reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir"}
         if reserved:
             raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args")
