@@ -290,3 +290,13 @@ def test_turn_outcomes_say_which_turn_episodes_break_in(load):
 
 def test_turn_outcomes_of_a_store_without_trajectories_is_empty(store):
     assert rows(store, "SELECT * FROM turn_outcomes") == []
+
+
+def test_drift_turns_sums_turn_outcomes_over_each_rounds_steps(load):
+    # no rounds recorded: the store is one round 0 covering every step (drift_rounds)
+    store = load([
+        episode("a", 1, 0.0, turns=2, failed_turn=2),
+        episode("a", 1, 1.0, turns=2),
+        episode("b", 2, 0.0, turns=1, failed_turn=1),
+    ])
+    assert rows(store, "SELECT * FROM drift_turns") == [(0, 1, 3, 1, round(1 / 3, 9)), (0, 2, 2, 1, 0.5)]
