@@ -8,7 +8,7 @@
 --   fail_rate  failed / reached
 -- requires: drift_rounds, turn_outcomes
 CREATE OR REPLACE VIEW drift_turns AS
-SELECT d.round, o.turn, sum(o.reached) AS reached, sum(o.failed) AS failed,
+SELECT d.round, o.turn, CAST(sum(o.reached) AS BIGINT) AS reached, CAST(sum(o.failed) AS BIGINT) AS failed,
        sum(o.failed) / sum(o.reached) AS fail_rate
 FROM drift_rounds AS d
 JOIN turn_outcomes AS o ON o.step BETWEEN d.first_step AND d.last_step
