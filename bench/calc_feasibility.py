@@ -59,12 +59,10 @@ def build_tokenizer(corpus: list[str], vocab_size: int):
 
 
 def tool_functions(env: CalcEnvironment, task: dict[str, Any]) -> list:
-    """The tool methods TRL will show the model (the same schemas the chat template renders in training)."""
-    from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes
-
-    classes, _ = environment_classes(env, [task])
-    (cls,) = classes.values()
-    return [getattr(cls, name) for name in ("add", "sub", "mul")]
+    """The tool schemas the episode player shows the model (the environment's own, as in training)."""
+    episode = env.start(task["task_id"], task["spec"])
+    episode.next_turn()
+    return episode.tools()
 
 
 def demonstration(tokenizer, tools, task: dict[str, Any], env: CalcEnvironment) -> dict[str, str]:
@@ -219,8 +217,8 @@ def main() -> None:
         store.add_records("tasks", seed_tasks, label=f"calc {args.train_split} tasks")
     grpo_config = TRLGRPOConfig(
         model=str(policy), output_dir=str(work / "grpo"), num_generations=args.k, groups_per_step=args.groups,
-        learning_rate=args.grpo_lr, beta=0.0, temperature=args.temperature, max_completion_length=64,
-        max_tool_calling_iterations=1, policy_name="calc-tiny", save_checkpoint=False)
+        learning_rate=args.grpo_lr, beta=0.0, temperature=args.temperature, max_completion_length=256,
+        max_new_tokens=64, max_model_calls_per_turn=3, policy_name="calc-tiny", save_checkpoint=False)
     source = BatchSource({t["task_id"]: 1.0 for t in seed_tasks}, seed=0)
     trainer = TRAINERS.load("trl-grpo").from_store(db, grpo_config, env, source)
     model = trainer.model

@@ -153,6 +153,25 @@ def write_report(folder: Path, db: Path, config: "RunConfig") -> Path:
     path = folder / REPORT_NAME
     write_output(path, page, "html", db=db, force=False)
     return path
+#: Held-out success of each evaluated policy, by the number of user turns of the task (calc: one turn, or one
+#: turn per call of a 2- or 3-call chain).
+HELD_OUT_BY_TURNS_SQL = """
+SELECT coalesce(CAST(e.round AS VARCHAR), 'start') AS policy,
+       round(avg(CAST(r.success AS INTEGER)) FILTER (WHERE t.turns = 1), 3) AS one_turn,
+       round(avg(CAST(r.success AS INTEGER)) FILTER (WHERE t.turns = 2), 3) AS two_turns,
+       round(avg(CAST(r.success AS INTEGER)) FILTER (WHERE t.turns = 3), 3) AS three_turns,
+       count(*) FILTER (WHERE t.turns > 1) AS multi_turn_tasks
+FROM evaluations AS e
+JOIN eval_results AS r USING (eval_id)
+JOIN (SELECT task_id, coalesce(json_array_length(json_extract(spec, '$.turns')), 1) AS turns FROM tasks) AS t
+  USING (task_id)
+GROUP BY e.round, e.step ORDER BY e.step
+"""
+
+
+def held_out_by_turns(store: Store):
+    """Held-out success of the starting policy and each round's checkpoint, by user turns per task."""
+    return store.sql(HELD_OUT_BY_TURNS_SQL)
 
 
 def run_demo(folder: Path, *, quick: bool = False, rounds: int | None = None, seed: int = 0,

@@ -4,6 +4,7 @@ and scored."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,7 +35,7 @@ def policy(tmp_path_factory, tasks):
 
 
 def test_a_random_checkpoint_gets_one_scored_result_per_task_in_order(calc, tasks, policy):
-    results = evaluate_policy(policy, calc, tasks, max_new_tokens=8, max_turns=2, batch_size=4)
+    results = evaluate_policy(policy, calc, tasks, max_new_tokens=8, max_model_calls_per_turn=2, batch_size=4)
     assert [r.task_id for r in results] == [t["task_id"] for t in tasks]
     assert all(isinstance(r.reward, float) and isinstance(r.success, bool) and r.reason for r in results)
     assert all(r.completion[-1]["role"] in ("assistant", "tool") for r in results)
@@ -76,7 +77,8 @@ class Scripted:
             new = self.tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"]
             rows.append(ids.tolist() + new)
         width = max(len(r) for r in rows)
-        return torch.tensor([r + [self.tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+        return SimpleNamespace(sequences=torch.tensor([r + [self.tokenizer.pad_token_id] * (width - len(r))
+                                                       for r in rows]))
 
 
 def test_tool_calls_are_played_turn_by_turn_and_scored_by_the_episode(calc, tasks, policy):
@@ -86,17 +88,19 @@ def test_tool_calls_are_played_turn_by_turn_and_scored_by_the_episode(calc, task
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
     model = Scripted(tokenizer, steps_tasks)
     longest = max(len(t["spec"]["steps"]) for t in steps_tasks)
-    results = evaluate_policy(policy, calc, steps_tasks, max_turns=longest + 1, batch_size=5, model=model,
-                              tokenizer=tokenizer)
+    results = evaluate_policy(policy, calc, steps_tasks, max_model_calls_per_turn=longest + 1, batch_size=5,
+                              model=model, tokenizer=tokenizer)
     expected = ["multiply" not in t["prompt"] for t in steps_tasks]
     assert [r.success for r in results] == expected and any(expected) and not all(expected)
     assert [len(r.actions) for r in results] == [len(t["spec"]["steps"]) * ok for t, ok in zip(steps_tasks, expected)]
-    # with one model turn only the one-call tasks can be solved
-    short = evaluate_policy(policy, calc, steps_tasks, max_turns=1, model=model, tokenizer=tokenizer)
-    assert [r.success for r in short] == [ok and len(t["spec"]["steps"]) == 1 for ok, t in zip(expected, steps_tasks)]
+    # a turn must end within max_model_calls_per_turn answers (BFCL's rule): one answer is never enough here
+    short = evaluate_policy(policy, calc, steps_tasks, max_model_calls_per_turn=1, model=model, tokenizer=tokenizer)
+    assert [r.success for r in short] == [False] * len(steps_tasks)
+    assert {r.reason for r, ok in zip(short, expected) if ok} == {
+        "turn 1 needed more than max_model_calls_per_turn=1 model calls"}
     # more environment steps than allowed fail the task, with the reason
-    capped = evaluate_policy(policy, calc, steps_tasks, max_turns=longest + 1, max_steps=1, model=model,
-                             tokenizer=tokenizer)
+    capped = evaluate_policy(policy, calc, steps_tasks, max_model_calls_per_turn=longest + 1, max_steps=1,
+                             model=model, tokenizer=tokenizer)
     assert [r.success for r in capped] == [ok and len(t["spec"]["steps"]) == 1 for ok, t in zip(expected, steps_tasks)]
     assert {r.reason for r, t in zip(capped, steps_tasks) if len(t["spec"]["steps"]) > 1 and "multiply" not in
             t["prompt"]} == {"exceeded max_steps=1 environment steps"}
@@ -133,7 +137,8 @@ class GroundTruthTurns:
             new = self.tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"]
             rows.append(ids.tolist() + new)
         width = max(len(r) for r in rows)
-        return torch.tensor([r + [self.tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+        return SimpleNamespace(sequences=torch.tensor([r + [self.tokenizer.pad_token_id] * (width - len(r))
+                                                       for r in rows]))
 
 
 def test_every_user_turn_of_a_multi_turn_task_is_played_and_scored(policy):
@@ -146,12 +151,14 @@ def test_every_user_turn_of_a_multi_turn_task_is_played_and_scored(policy):
     tasks = list(bfcl.load_tasks(category="multi_turn_base", limit=2))
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
     model = GroundTruthTurns(tokenizer, tasks, bfcl)
-    results = evaluate_policy(policy, bfcl, tasks, max_turns=2, batch_size=2, model=model, tokenizer=tokenizer)
+    results = evaluate_policy(policy, bfcl, tasks, max_model_calls_per_turn=2, batch_size=2, max_new_tokens=512,
+                              model=model, tokenizer=tokenizer)
     assert [(r.task_id, r.success, r.reason) for r in results] == \
         [(t["task_id"], True, f"state and responses match the ground truth after each of {len(t['spec']['turns'])} "
           "turns") for t in tasks]
     for result, task in zip(results, tasks):
         assert len(result.actions) == sum(map(len, task["spec"]["ground_truth"]))
         assert sum(m["role"] == "user" for m in result.completion) == len(task["spec"]["turns"])
-    # one model answer per user turn: the calls run, the turn ends, and the next one begins; still solved
-    assert all(r.success for r in evaluate_policy(policy, bfcl, tasks, max_turns=1, model=model, tokenizer=tokenizer))
+    # one model answer per user turn is not enough: the turn has not ended, so the task fails there
+    capped = evaluate_policy(policy, bfcl, tasks, max_model_calls_per_turn=1, model=model, tokenizer=tokenizer)
+    assert not any(r.success for r in capped)

@@ -294,3 +294,10 @@ def test_cluster_fits_a_sample_and_assigns_the_rest():
     assert clustering.labels.tolist() == [0] * 200 + [1] * 100
     with pytest.raises(ValueError, match="no vectors"):
         cluster_vectors(np.zeros((0, 4)))
+
+
+def test_the_rendered_outcome_says_which_user_turn_an_episode_broke_in():
+    meta = {"reason": "state differs", "turns": 3, "failed_turn": 2}
+    text = render_trajectory(messages=[{"role": "user", "content": "Do it."}], meta=meta)
+    assert text.splitlines()[1] == "Outcome: broke in user turn 2 of 3 reached; verdict: state differs"
+    assert "broke in" not in render_trajectory(meta={"reason": "solved", "turns": 3, "failed_turn": None})

@@ -30,7 +30,7 @@ from click.testing import CliRunner  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
 from coevolve_engine.store import Store  # noqa: E402
 
-TASKS = ["bfcl/multi_turn_base_116", "bfcl/multi_turn_base_121", "bfcl/multi_turn_base_142"]  # TradingBot
+TASKS = ["bfcl/multi_turn_base_100", "bfcl/multi_turn_base_104", "bfcl/multi_turn_base_116"]  # TradingBot, 2-6 turns
 K = 4  # rollouts per group
 F = 2  # steps per round
 CONFIG = """\
@@ -40,7 +40,7 @@ seed = 0
 steps = {warmup_steps}
 [warmup.options]
 learning_rate = 5e-3
-max_length = 512
+max_length = 1024
 trl_args = {{truncation_mode = "keep_end"}}
 [trainer]
 model = "{policy}"
@@ -51,8 +51,11 @@ num_generations = {K}
 groups_per_step = 2
 learning_rate = 1e-3
 beta = 0.0
-max_completion_length = 96
-max_tool_calling_iterations = 2
+max_completion_length = 2048
+temperature = 0.6
+[episode]
+max_new_tokens = 40
+max_model_calls_per_turn = 6
 [synthesis]
 max_candidates = 4
 """
@@ -149,6 +152,25 @@ def test_training_rollouts_are_in_the_store_in_whole_groups_with_their_steps(str
     (mixed,), = rows(straight, "SELECT count(*) FROM group_outcomes WHERE step > 0 AND successes BETWEEN 1 AND "
                                "rollouts - 1")
     assert mixed > 0
+
+
+def test_training_rollouts_are_whole_episodes_every_user_turn_played(straight):
+    """trl-grpo plays every user turn of a task: an episode that ends normally shows all T user turns of its task;
+    one cut short by a limit (as BFCL's inference cuts it) shows the turns up to the one where it failed."""
+    played = rows(straight, "SELECT t.task_id, t.messages, t.meta, k.spec FROM trajectories t JOIN tasks k "
+                            "USING (task_id) WHERE t.step > 0")
+    assert played
+    done = 0
+    for task_id, messages, meta, spec in played:
+        messages, meta, turns = json.loads(messages), json.loads(meta), len(json.loads(spec)["turns"])
+        users = sum(m["role"] == "user" for m in messages)
+        assert users == meta["turns"]
+        if meta["stop"] == "done":
+            done += 1
+            assert users == turns, task_id
+        else:
+            assert users == meta["failed_turn"] <= turns
+    assert done > 0 and max(len(json.loads(spec)["turns"]) for *_, spec in played) > 1
 
 
 def test_new_tasks_from_round_0_are_drawn_in_round_1_and_the_weights_say_why_they_moved(straight):

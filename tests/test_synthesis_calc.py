@@ -26,7 +26,7 @@ pytest.importorskip("sentence_transformers")  # find_patterns embeds the flagged
 from synthesizer_contract import SynthesizerContract  # noqa: E402
 
 from coevolve_engine.adapters.agents.base import Agent, EpisodeLimits, ModelReply  # noqa: E402
-from coevolve_engine.adapters.agents.tool_parsing import ParsedCall  # noqa: E402
+from coevolve_engine.adapters.calls import ParsedCall  # noqa: E402
 from coevolve_engine.adapters.environments.base import replay  # noqa: E402
 from coevolve_engine.adapters.environments.calc import CalcEnvironment  # noqa: E402
 from coevolve_engine.adapters.environments.calc.synthesizer import (  # noqa: E402

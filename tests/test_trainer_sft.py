@@ -1,6 +1,7 @@
 """The sft trainer (rejection-sampling fine-tuning): reference demonstrations of three BFCL multi_turn_base tasks
-in a real store, TRL's SFTTrainer on CPU on a tiny Qwen3 policy, and the warmed-up policy then making the
-reference's first call from the very prompt the trl-grpo trainer renders, and earning rewards in GRPO.
+in a real store, TRL's SFTTrainer on CPU on a tiny Qwen3 policy trained on every turn, exactly as the episode
+player renders it in training, and the warmed-up policy then making the reference's first call from the very
+prompt the trl-grpo trainer renders, and earning rewards in GRPO.
 
 Tasks: TradingBot tasks whose first turn needs one call each (get_stock_info, get_watchlist, add_to_watchlist),
 plus a fourth one whose weight is 0, so its demonstrations must be left out.
@@ -8,6 +9,7 @@ plus a fourth one whose weight is 0, so its demonstrations must be left out.
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -59,26 +61,44 @@ def store_db(bfcl, tmp_path_factory):
     return db
 
 
-def test_demonstrations_are_the_grpo_prompt_and_the_first_turn_of_each_success(bfcl, store_db):
+def test_demonstrations_are_whole_successful_episodes_as_the_player_opens_them(bfcl, store_db):
     from coevolve_engine.trainers.sft import demonstrations
-    from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes, task_prompt, trl_tool_schemas
+    from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
 
     environment, tasks = bfcl
     rows = demonstrations(store_db, environment, task_ids=TASKS)
     assert [row["task_id"] for row in rows] == TASKS  # two identical reference rollouts each: one row; no failure
-    (tool_class,) = environment_classes(environment, tasks)[0].values()
     by_id = {task["task_id"]: task for task in tasks}
     for row in rows:
         task = by_id[row["task_id"]]
-        assert row["prompt"] == task_prompt(environment, task)[0]
-        assert row["tools"] == trl_tool_schemas(tool_class)
-        (call,) = environment.reference_solution(task["spec"])[0]
-        assert [m["role"] for m in row["completion"]] == ["assistant", "tool", "assistant"]
-        assert row["completion"][0]["tool_calls"] == [
-            {"type": "function", "function": {"name": call.name, "arguments": call.arguments}}]
-        assert row["completion"][-1] == {"role": "assistant", "content": "Done."}
-    whole = demonstrations(store_db, environment, task_ids=TASKS[:1], first_turn_only=False)
-    assert sum(m["role"] == "user" for m in whole[0]["completion"]) == len(by_id[TASKS[0]]["spec"]["turns"]) - 1
+        opening = task_prompt(environment, task)
+        assert row["messages"][:len(opening)] == opening
+        episode = environment.start(task["task_id"], task["spec"])
+        episode.next_turn()
+        assert row["tools"] == episode.tools()  # the environment's own schemas (BFCL's docs, converted)
+        turns = environment.reference_solution(task["spec"])
+        assert sum(m["role"] == "user" for m in row["messages"]) == len(turns) == len(task["spec"]["turns"])
+        calls = [c for m in row["messages"] if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
+            (call.name, call.arguments) for turn in turns for call in turn]
+        assert row["messages"][-1] == {"role": "assistant", "content": "Done."}
+
+
+def test_sft_ids_are_the_players_ids_with_every_turns_answers_in_the_loss(bfcl, store_db, warmed):
+    """What SFT trains on is byte for byte what the player builds in training, assistant tokens of every turn."""
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+
+    trainer = warmed[0]
+    tokenizer = trainer._sft.processing_class
+    dataset = trainer._sft.train_dataset
+    for row, record in zip(trainer.rows, dataset):
+        tokens = ChatTokens(tokenizer).episode(row["messages"], row["tools"])
+        assert record["input_ids"] == tokens.ids[-len(record["input_ids"]):]  # truncated from the left (keep_end)
+        trained = tokenizer.decode([t for t, m in zip(tokens.ids, [0] * len(tokens.prompt_ids) + tokens.mask) if m])
+        answers = [m for m in row["messages"] if m["role"] == "assistant"]
+        assert trained.count("<|im_end|>") == len(answers)
+        assert trained.count("Done.") == sum(m["role"] == "user" for m in row["messages"])  # one per turn
+        assert not any(m["content"] in trained for m in row["messages"] if m["role"] in ("user", "tool"))
 
 
 def test_no_successes_is_a_clear_error(bfcl, tmp_path):
@@ -105,8 +125,9 @@ def warmed(bfcl, store_db, tmp_path_factory):
     # Local attention (see build_tiny_qwen3): with full attention this model does not learn the demonstrations.
     policy = build_tiny_qwen3(tmp / "policy", corpus * 2, hidden_size=HIDDEN, vocab_size=2048, sliding_window=WINDOW)
     # Each completion token sees at most 2 x WINDOW tokens back, and RoPE scores depend on relative positions
-    # only, so keeping the last 512 tokens of each ~2,400-token sequence computes the same loss 9x faster.
-    config = RFTConfig(model=str(policy), output_dir=str(tmp / "out"), steps=SFT_STEPS, max_length=512,
+    # only, so keeping the last 1024 tokens of each ~2,800-token episode (every answer is in them) computes the
+    # same loss 3x faster.
+    config = RFTConfig(model=str(policy), output_dir=str(tmp / "out"), steps=SFT_STEPS, max_length=1024,
                        trl_args={"truncation_mode": "keep_end"})
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*keep_end.* truncation mode is deprecated", category=FutureWarning)
@@ -148,46 +169,38 @@ def grpo(bfcl, store_db, warmed):
     report, tmp = warmed[2], warmed[3]
     config = TRLGRPOConfig(model=str(report.checkpoint), output_dir=str(tmp / "grpo"), num_generations=K,
                            groups_per_step=len(TASKS), learning_rate=1e-3, beta=0.0, temperature=0.9,
-                           max_completion_length=96, max_tool_calling_iterations=2, policy_name="warm")
+                           max_completion_length=1024, max_new_tokens=40, max_model_calls_per_turn=6,
+                           policy_name="warm")
     return TRAINERS.load("trl-grpo").from_store(store_db, config, environment, BatchSource(WEIGHTS, seed=0))
 
 
 def test_the_grpo_prompt_renders_exactly_as_in_sft(grpo, warmed):
-    from trl.chat_template_utils import get_training_chat_template
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+    from coevolve_engine.trainers.sft import _dataset
 
-    trainer = grpo._grpo
-    tokenizer = trainer.processing_class
-    (name, tools), = trainer._env_tools.items()
-    for row in warmed[0].rows:
-        at_grpo = tokenizer.apply_chat_template(row["prompt"], tools=tools, chat_template=trainer.chat_template,
-                                                add_generation_prompt=True, tokenize=False)
-        at_sft = tokenizer.apply_chat_template(row["prompt"], tools=row["tools"], add_generation_prompt=True,
-                                               chat_template=get_training_chat_template(tokenizer), tokenize=False)
-        assert at_grpo == at_sft
+    tokenizer = grpo._grpo.processing_class
+    prompts = {row["task_id"]: row["prompt"] for row in grpo._grpo.train_dataset}
+    for row, record in zip(warmed[0].rows, _dataset(warmed[0].rows, tokenizer, {})):  # before truncation
+        at_grpo = ChatTokens(tokenizer).start(prompts[row["task_id"]], row["tools"]).prompt_ids
+        assert record["input_ids"][:len(at_grpo)] == at_grpo
 
 
-def test_the_warmed_up_policy_makes_the_reference_first_call(grpo, warmed):
-    """Greedy decoding from the prompt the GRPO trainer renders, read by TRL's own tool-call parser."""
-    from trl.chat_template_utils import parse_response
+def test_the_warmed_up_policy_makes_the_reference_first_call(grpo, warmed, bfcl):
+    """Greedy decoding by the episode player, from the prompt the GRPO trainer renders, read by the one parser."""
+    from coevolve_engine.evaluate import evaluate_policy
 
-    trainer = grpo._grpo
-    tokenizer = trainer.processing_class
-    (name, tools), = trainer._env_tools.items()
-    made = {}
-    for row in warmed[0].rows:
-        prompt = tokenizer.apply_chat_template(row["prompt"], tools=tools, chat_template=trainer.chat_template,
-                                               add_generation_prompt=True, tokenize=True, return_dict=True)
-        ids = torch.tensor([prompt["input_ids"]])
-        with torch.no_grad():
-            out = trainer.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=40,
-                                         do_sample=False, pad_token_id=tokenizer.pad_token_id)
-        reply = parse_response(tokenizer, out[0, ids.shape[1]:].tolist(), prefix=prompt["input_ids"], tools=tools)
-        calls = reply.get("tool_calls") or []
-        made[row["task_id"]] = [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
-    wanted = {row["task_id"]: [(c["function"]["name"], c["function"]["arguments"])
-                               for c in row["completion"][0]["tool_calls"]] for row in warmed[0].rows}
-    print(f"\ngreedy first calls: {made}")
+    environment, tasks = bfcl
+    chosen = [task for task in tasks if task["task_id"] in TASKS]
+    results = evaluate_policy(None, environment, chosen, model=grpo.model, tokenizer=grpo._grpo.processing_class,
+                              max_new_tokens=40, max_model_calls_per_turn=6)
+    made = {r.task_id: [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                        for c in next(m for m in r.completion if m["role"] == "assistant").get("tool_calls", [])]
+            for r in results}
+    wanted = {t["task_id"]: [(c.name, c.arguments) for c in environment.reference_solution(t["spec"])[0]]
+              for t in chosen}
+    print(f"\ngreedy first calls: {made}; whole episodes: {[(r.success, r.reason) for r in results]}")
     assert made == wanted
+    assert all(r.success for r in results)  # SFT on every turn: the whole 2-, 6- and 5-turn episodes are solved
 
 
 def test_grpo_after_the_warm_up_gets_both_successes_and_failures(grpo, store_db):

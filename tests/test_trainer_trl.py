@@ -1,10 +1,10 @@
-"""The trl-grpo trainer: two real GRPO steps on CPU with a tiny Qwen3 policy on three BFCL multi_turn_base tasks.
+"""The trl-grpo trainer: real GRPO steps on CPU with a tiny Qwen3 policy on whole BFCL multi_turn_base episodes,
+and on a crafted 3-turn task whose token ids and loss mask are checked one by one.
 
 The policy is built offline (tokenizer trained here, model from a config). A random policy never solves a BFCL
 task, so every environment reward is 0 and GRPO would have nothing to learn from; the training run therefore
 adds a small TRL reward function (shorter completions score higher) so the parameters move. The environment's
-own score is what the store records, and a separate test replays a ground truth through the TRL-facing
-environment to show that path scores 1.
+own score is what the store records.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def trained(bfcl, tmp_path_factory):
         store.add_records("tasks", tasks)
     config = TRLGRPOConfig(
         model=str(policy), output_dir=str(tmp / "out"), num_generations=K, groups_per_step=2, learning_rate=1e-3,
-        beta=0.0, max_completion_length=32, max_tool_calling_iterations=3, policy_name="tiny",
+        beta=0.0, max_completion_length=512, max_new_tokens=16, max_model_calls_per_turn=2, policy_name="tiny",
     )
     trainer = TRAINERS.load("trl-grpo").from_store(db, config, environment, BatchSource(WEIGHTS, seed=0),
                                                    reward_funcs=[shorter_is_better])
@@ -100,9 +100,12 @@ def test_every_rollout_is_in_the_store_in_intact_groups(trained):
     for row in rows:
         assert row["reward"] == 0.0 and row["success"] is False  # the environment's score, not the shaping reward
         assert row["policy"] == f"tiny@{row['step'] - 1}"
-        messages = json.loads(row["messages"])
+        messages, meta = json.loads(row["messages"]), json.loads(row["meta"])
         assert messages[0]["role"] == "user" and messages[1]["role"] == "assistant"
-        assert "first of 2 turns played" in json.loads(row["meta"])["reason"]
+        if meta["stop"] == "done":  # the whole episode was played: both of the task's user turns
+            assert sum(m["role"] == "user" for m in messages) == meta["turns"] == 2
+        assert meta["failed_turn"] in (1, 2)
+    assert any(json.loads(row["meta"])["stop"] == "done" for row in rows)
 
 
 def test_a_task_with_weight_zero_is_never_drawn(trained):
@@ -149,53 +152,6 @@ def test_batch_source_refuses_bad_weights():
     assert source.weights() == {"b": 2.0} and source.round == 1
 
 
-def test_trl_environment_runs_tools_in_the_episode_and_scores_it(bfcl):
-    """The class TRL instantiates: its methods are the task's tools, with schemas transformers accepts, and a
-    replay of the first turn's ground truth through them earns reward 1."""
-    from transformers.utils import get_json_schema
-
-    from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes
-
-    environment, tasks = bfcl
-    classes, tool_sets = environment_classes(environment, tasks)
-    assert len(classes) == 1 and set(tool_sets) == set(TASKS)
-    task = tasks[0]
-    instance = classes[tool_sets[task["task_id"]]]()
-    tools = {t["function"]["name"]: t["function"] for t in _first_turn_tools(environment, task)}
-    for name, function in tools.items():
-        schema = get_json_schema(getattr(instance, name))["function"]
-        assert schema["name"] == name
-        assert set(schema["parameters"]["properties"]) == set(function["parameters"]["properties"])
-    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
-    for call in environment.reference_solution(task["spec"])[0]:
-        getattr(instance, call.name)(**call.arguments)
-    assert instance.get_reward() == 1.0
-    rollout = instance._rollout([{"role": "user", "content": "x"}], "tiny@0", 0)
-    assert rollout.success and rollout.actions and rollout.task_id == task["task_id"]
-    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
-    assert instance.get_reward() == 0.0  # a fresh episode: no calls, the turn fails
-
-
-def test_trl_parses_a_tool_call_and_runs_it_in_the_task_episode(trained, bfcl):
-    """TRL's own response parser and tool table, on the trainer's tokenizer: the call reaches our episode."""
-    from trl.chat_template_utils import parse_response
-
-    trainer = trained[0]
-    grpo = trainer._grpo
-    (name, tools), = grpo._env_tools.items()
-    tokenizer = grpo.processing_class
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=tools,
-                                           add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-    text = '<tool_call>\n{"name": "get_symbol_by_name", "arguments": {"name": "Quasar Ltd."}}\n</tool_call><|im_end|>'
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    reply = parse_response(tokenizer, ids, prefix=prompt, tools=tools)
-    (call,) = reply["tool_calls"]
-    task = bfcl[1][0]
-    grpo._environment_pool[name][0].reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
-    result = {tool.__name__: tool for tool in tools}[call["function"]["name"]](**call["function"]["arguments"])
-    assert json.loads(result) == {"symbol": "QUAS"}
-
-
 def test_from_store_refuses_weights_on_tasks_it_does_not_hold(bfcl, tmp_path):
     from coevolve_engine.errors import CoevolveError
     from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig, TRLGRPOTrainer
@@ -216,17 +172,15 @@ def test_config_explains_bad_settings():
         TRLGRPOConfig(model="m", output_dir="o", num_generations=1)
     with pytest.raises(ValueError, match="through TRLGRPOConfig's own fields"):
         TRLGRPOConfig(model="m", output_dir="o", trl_args={"max_steps": 3})
+    with pytest.raises(ValueError, match="max_model_calls_per_turn must be >= 1"):
+        TRLGRPOConfig(model="m", output_dir="o", max_model_calls_per_turn=0)
+    with pytest.raises(ValueError, match="use_vllm"):
+        TRLGRPOConfig(model="m", output_dir="o", trl_args={"use_vllm": True})
 
 
 def test_registry_lists_trl_grpo():
     assert "trl-grpo" in TRAINERS.names()
     assert TRAINERS.load("trl-grpo").__name__ == "TRLGRPOTrainer"
-
-
-def _first_turn_tools(environment, task):
-    episode = environment.start(task["task_id"], task["spec"])
-    episode.next_turn()
-    return episode.tools()
 
 
 def test_batch_source_reads_a_rounds_stored_weights(tmp_path):
@@ -243,3 +197,105 @@ def test_batch_source_reads_a_rounds_stored_weights(tmp_path):
     source = BatchSource.from_store(db, seed=3)
     # dapo-filter leaves out a task whose last group was all success; b was never attempted and stays
     assert source.weights() == {"a": 0.0, "b": 1.0} and source.round == 0 and source.seed == 3
+
+
+# --- a crafted 3-turn task: the ids trained are the ids sampled, and only they carry the loss ------------------
+
+THREE_TURNS = ["Add 2 to the counter.", "Now add 3.", "Read the counter."]
+
+
+@pytest.fixture(scope="module")
+def three_turn_step(tmp_path_factory):
+    from toy_env import TOOLS, CounterEnvironment, counter_task
+
+    from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, qwen3_chat_template
+    from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig, TRLGRPOTrainer
+
+    tmp = tmp_path_factory.mktemp("three-turns")
+    corpus = [qwen3_chat_template(), json.dumps(TOOLS), *THREE_TURNS, "The counter is 5."] * 3
+    policy = build_tiny_qwen3(tmp / "policy", corpus, vocab_size=400)
+    task = counter_task("counter/three", THREE_TURNS, target=5)
+    db = tmp / "store.duckdb"
+    with Store(db) as store:
+        store.add_records("tasks", [task])
+    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), num_generations=K, groups_per_step=1,
+                           learning_rate=1e-2, beta=0.0, max_new_tokens=12, max_completion_length=400,
+                           max_model_calls_per_turn=1, policy_name="tiny", save_checkpoint=False)
+    trainer = TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),
+                                        reward_funcs=[shorter_is_better])
+    seen = []
+    play = trainer._rollout_func
+
+    def recording(prompts, grpo):
+        output = play(prompts, grpo)
+        seen.append(output)
+        return output
+
+    trainer._grpo.rollout_func = recording
+    model = trainer.model
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    trainer.train(1)
+    with Store(db, read_only=True) as store:
+        rows = store.sql("SELECT messages, meta FROM trajectories ORDER BY trajectory_id").to_dicts()
+    return trainer, before, seen[0], rows
+
+
+def _segments(ids, mask):
+    """(mask value, ids) runs of a completion."""
+    runs = []
+    for token, flag in zip(ids, mask):
+        if runs and runs[-1][0] == flag:
+            runs[-1][1].append(token)
+        else:
+            runs.append((flag, [token]))
+    return runs
+
+
+def test_the_loss_mask_covers_exactly_the_policys_own_tokens(three_turn_step):
+    trainer, _, output, rows = three_turn_step
+    tokenizer = trainer._grpo.processing_class
+    assert len(output["completion_ids"]) == len(rows) == K
+    for ids, mask, logprobs, row in zip(output["completion_ids"], output["env_mask"], output["logprobs"], rows):
+        messages, meta = json.loads(row["messages"]), json.loads(row["meta"])
+        assert len(ids) == len(mask) == len(logprobs)
+        runs = _segments(ids, mask)
+        answers = [m for m in messages if m["role"] == "assistant"]
+        sampled = [run for flag, run in runs if flag == 1]
+        assert len(sampled) == len(answers) and runs[0][0] == 1 and runs[-1][0] == 1
+        assert sum(map(len, sampled)) == json.loads(row["meta"])["usage"]["completion_tokens"]
+        assert all(p == 0.0 for p, flag in zip(logprobs, mask) if flag == 0)
+        assert all(p <= 0.0 for p, flag in zip(logprobs, mask) if flag == 1)
+        # one answer per turn (max_model_calls_per_turn=1): a plain answer ends the turn and the next user message
+        # follows, outside the mask, exactly as the template renders it
+        if meta["stop"] == "done":
+            assert sum(m["role"] == "user" for m in messages) == 3
+            between = [tokenizer.decode(run) for flag, run in runs if flag == 0]
+            for text, user in zip(between, THREE_TURNS[1:]):
+                assert text.endswith(f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+            for text in (tokenizer.decode(run) for run in sampled):
+                assert not any(user in text for user in THREE_TURNS)
+
+
+def test_one_grpo_step_changes_the_log_probability_of_turn_2_and_3_tokens(three_turn_step):
+    from transformers import AutoModelForCausalLM
+
+    trainer, before, output, rows = three_turn_step
+    after = trainer.model
+    old = AutoModelForCausalLM.from_pretrained(trainer.config.model, dtype=torch.float32)  # the policy before the step
+    assert all(torch.equal(p, before[name]) for name, p in old.named_parameters())
+    done = [i for i, row in enumerate(rows) if json.loads(row["meta"])["stop"] == "done"]
+    assert done, "no episode reached its third turn"
+    i = done[0]
+    prompt, ids, mask = output["prompt_ids"][i], output["completion_ids"][i], output["env_mask"][i]
+    sequence = torch.tensor([prompt + ids])
+    starts = [start for start, (flag, prev) in enumerate(zip(mask, [0] + mask[:-1])) if flag == 1 and prev == 0]
+    assert len(starts) == 3  # one answer per user turn
+    later = [len(prompt) + p for p in range(starts[1], len(ids)) if mask[p] == 1]  # turns 2 and 3, sampled
+
+    def logps(model):
+        with torch.no_grad():
+            logits = model(sequence).logits[0].float()
+        return torch.log_softmax(logits[:-1], -1).gather(1, sequence[0, 1:, None])[:, 0]
+
+    moved = (logps(after) - logps(old)).abs()
+    assert all(moved[p - 1] > 1e-6 for p in later)

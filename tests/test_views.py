@@ -312,3 +312,53 @@ def test_a_tie_at_the_threshold_survives_floating_point_summation(load):
     assert rows(store, "SELECT task_id, step, score FROM task_steps WHERE step = 2") == [("a", 2, 0.5), ("b", 2, 0.5)]
     assert rows(store, "SELECT * FROM forgetting") == []
     assert rows(store, "SELECT group_id, mean_reward FROM group_outcomes WHERE step = 2") == [("a@2", 0.5), ("b@2", 0.5)]
+
+
+# -- turn_outcomes ----------------------------------------------------------------------------------
+
+def episode(task, step, reward, *, turns=None, failed_turn=None, users=None, policy=None):
+    """A trajectory with the player's per-turn record in meta, or (``users``) only user messages to count."""
+    record = traj(task, step, reward)
+    if turns is not None:
+        record["meta"] = {"turns": turns, "failed_turn": failed_turn}
+    if users is not None:
+        record["messages"] = [m for i in range(users) for m in ({"role": "user", "content": f"u{i}"},
+                                                                  {"role": "assistant", "content": "ok"})]
+    if policy is not None:
+        record["policy"] = policy
+    return record
+
+
+def test_turn_outcomes_say_which_turn_episodes_break_in(load):
+    store = load([
+        episode("a", 1, 1.0, turns=3),                      # solved: passes all three turns
+        episode("a", 1, 0.0, turns=3, failed_turn=3),       # reached turn 3, broke there
+        episode("a", 1, 0.0, turns=2, failed_turn=2),       # cut short in turn 2 (a limit): never reached turn 3
+        episode("a", 1, 0.0, turns=3, failed_turn=1),       # went wrong in turn 1, played on to the end
+        episode("b", 2, 0.0, users=2),                      # imported: 2 user messages, failed -> in turn 2
+        episode("b", 2, 1.0, users=2),
+        episode("c", 3, 0.0),                               # no turns recorded, no messages: one turn
+        episode("c", 3, 0.0, turns=1, failed_turn=1, policy="reference"),  # not the policy: left out
+    ])
+    assert rows(store, "SELECT * FROM turn_outcomes") == [
+        ("a", 1, 1, 4, 4, 1, 3, 0.25),
+        ("a", 1, 2, 4, 4, 1, 3, 0.25),
+        ("a", 1, 3, 4, 3, 1, 2, round(1 / 3, 9)),
+        ("b", 2, 1, 2, 2, 0, 2, 0.0),
+        ("b", 2, 2, 2, 2, 1, 1, 0.5),
+        ("c", 3, 1, 1, 1, 1, 0, 1.0),
+    ]
+
+
+def test_turn_outcomes_of_a_store_without_trajectories_is_empty(store):
+    assert rows(store, "SELECT * FROM turn_outcomes") == []
+
+
+def test_drift_turns_sums_turn_outcomes_over_each_rounds_steps(load):
+    # no rounds recorded: the store is one round 0 covering every step (drift_rounds)
+    store = load([
+        episode("a", 1, 0.0, turns=2, failed_turn=2),
+        episode("a", 1, 1.0, turns=2),
+        episode("b", 2, 0.0, turns=1, failed_turn=1),
+    ])
+    assert rows(store, "SELECT * FROM drift_turns") == [(0, 1, 3, 1, round(1 / 3, 9)), (0, 2, 2, 1, 0.5)]

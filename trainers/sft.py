@@ -2,19 +2,15 @@
 
 A tiny or untrained policy never solves a tool task by chance, so GRPO sees all-failure groups and has nothing
 to learn from. Warming it up on demonstrations (the ``reference`` agent's rollouts, or any agent's successes)
-first gives GRPO groups with both outcomes. The demonstrations are exactly what the trl-grpo trainer will show
-and ask for:
-
-- ``prompt``: the prompt messages the trl-grpo trainer uses for the task (``tool_environment.task_prompt``);
-- ``tools``: the JSON schemas of the same generated tool methods TRL renders into that prompt, in TRL's order
-  (``tool_environment.trl_tool_schemas``), so the rendered prompt is identical at SFT and at GRPO time;
-- ``completion``: the trajectory's messages after its first user message, cut before the second user message
-  (TRL plays only the first turn), tool-call arguments as dicts.
+first gives GRPO groups with both outcomes. A demonstration is a whole successful episode, every user turn,
+shown exactly as the episode player shows it in training (``adapters.agents.chat_tokens``): the opening
+messages with the episode's own tools, then each assistant message rendered as the tokens a policy would have
+sampled for it, and the template's tokens for the tool results and later user messages between them. Token ids
+are built one piece at a time, never by re-tokenizing joined text, so SFT sees byte for byte what GRPO shows.
 
 ``RFTTrainer`` keeps the trainer contract: the ``BatchSource`` chooses the tasks (weight > 0) whose
 demonstrations are used; it generates no rollouts, so it reports nothing to a sink. The loss is on the
-assistant's tokens of the completion only (``completion_only_loss`` and ``assistant_only_loss``: tool results
-are context, not targets).
+assistant's tokens of every turn (``completion_mask``: tool results and user messages are context, not targets).
 """
 
 from __future__ import annotations
@@ -40,21 +36,17 @@ ORDER BY task_id, step, trajectory_id
 """
 
 
-def _completion(messages: list[dict[str, Any]], first_turn_only: bool) -> list[dict[str, Any]] | None:
-    """The messages after the first user message (up to the second one), normalised for a chat template;
-    None when a tool call's arguments are not a JSON object (such a trajectory demonstrates nothing)."""
-    from coevolve_engine.adapters.agents.tool_parsing import parse_arguments
+def _normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The chat with tool-call arguments as objects (as a chat template renders them); None when a call's arguments
+    are not a JSON object (such a trajectory demonstrates nothing)."""
+    from coevolve_engine.adapters.calls import parse_arguments
 
-    users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
-    if not users:
-        return None
-    end = users[1] if first_turn_only and len(users) > 1 else len(messages)
-    completion = []
-    for message in messages[users[0] + 1:end]:
+    chat = []
+    for message in messages:
         role = message.get("role")
         if role == "assistant":
             turn: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-            if isinstance(message.get("reasoning_content"), str):  # as TRL records a thinking model's rollouts
+            if isinstance(message.get("reasoning_content"), str):
                 turn["reasoning_content"] = message["reasoning_content"]
             calls = []
             for call in message.get("tool_calls") or []:
@@ -65,12 +57,25 @@ def _completion(messages: list[dict[str, Any]], first_turn_only: bool) -> list[d
                 calls.append({"type": "function", "function": {"name": function.get("name"), "arguments": arguments}})
             if calls:
                 turn["tool_calls"] = calls
-            completion.append(turn)
+            chat.append(turn)
         elif role == "tool":
-            completion.append({"role": "tool", "name": message.get("name"), "content": message.get("content") or ""})
+            chat.append({"role": "tool", "name": message.get("name"), "content": message.get("content") or ""})
         else:
-            completion.append({"role": role, "content": message.get("content") or ""})
-    return completion if any(m["role"] == "assistant" for m in completion) else None
+            chat.append({"role": role, "content": message.get("content") or ""})
+    return chat if any(m["role"] == "assistant" for m in chat) else None
+
+
+def _opening(environment: Any, task: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The messages an episode of the task opens with and the tools it shows then (what the player renders)."""
+    from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
+
+    episode = environment.start(task["task_id"], task["spec"])
+    try:
+        episode.next_turn()
+        tools = episode.tools()
+    finally:
+        episode.close()
+    return task_prompt(environment, task), tools
 
 
 def demonstrations(
@@ -79,23 +84,18 @@ def demonstrations(
     *,
     task_ids: list[str] | None = None,
     min_reward: float = 1.0,
-    first_turn_only: bool = True,
     wait: float = 30.0,
 ) -> list[dict[str, Any]]:
-    """SFT rows (conversational prompt-completion, with ``tools`` and ``task_id``) from the store's trajectories
-    of ``environment``'s tasks with reward >= ``min_reward`` and no fault, identical demonstrations once.
+    """Demonstrations (``task_id``, ``messages``: the whole chat, ``tools``: the episode's own) from the store's
+    trajectories of ``environment``'s tasks with reward >= ``min_reward`` and no fault, identical ones once. A
+    trajectory that does not open as the player opens the task (another system prompt, another first message)
+    is left out: it would teach a prompt training never shows.
 
     task_ids: only these tasks (default: every task of the environment in the store).
-    first_turn_only: cut each completion before its second user message (what TRL plays).
     """
     from coevolve_engine.errors import CoevolveError
     from coevolve_engine.rollouts import select_tasks
     from coevolve_engine.store import Store
-    from coevolve_engine.trainers.trl_grpo.tool_environment import (
-        environment_classes,
-        task_prompt,
-        trl_tool_schemas,
-    )
 
     with Store(db, read_only=True, wait=wait) as store:
         tasks = select_tasks(store, environment.name, task_ids=task_ids)
@@ -111,28 +111,23 @@ def demonstrations(
             f"no {environment.name} trajectories{which} with reward >= {min_reward} in {db}: nothing to fine-tune "
             f"on; roll out demonstrations first, e.g. `coevolve-engine rollout --env {environment.name} "
             f"--model reference -k 1 --step 0`")
-    classes, tool_sets = environment_classes(environment, tasks)
-    schemas = {name: trl_tool_schemas(cls) for name, cls in classes.items()}
     demos: list[dict[str, Any]] = []
     seen: set[str] = set()
     skipped = 0
     for task in sorted(tasks, key=lambda t: t["task_id"]):
-        prompt, _ = task_prompt(environment, task)
-        user = prompt[-1]["content"]
+        opening, tools = _opening(environment, task)
         for messages in by_task[task["task_id"]]:
-            first_user = next((m.get("content") for m in messages if m.get("role") == "user"), None)
-            completion = _completion(messages, first_turn_only) if first_user == user else None
-            if completion is None:
+            chat = _normalised(messages)
+            if chat is None or chat[:len(opening)] != opening or chat[len(opening)]["role"] != "assistant":
                 skipped += 1
                 continue
-            key = json.dumps([task["task_id"], completion], sort_keys=True)
+            key = json.dumps([task["task_id"], chat], sort_keys=True)
             if key not in seen:
                 seen.add(key)
-                demos.append({"prompt": prompt, "completion": completion,
-                              "tools": schemas[tool_sets[task["task_id"]]], "task_id": task["task_id"]})
+                demos.append({"task_id": task["task_id"], "messages": chat, "tools": tools})
     if skipped:
-        logger.warning("left out %d successful trajectories in %s whose first user message is not the task's "
-                       "prompt or whose tool calls cannot be read", skipped, db)
+        logger.warning("left out %d successful trajectories in %s that do not open as the episode player opens "
+                       "their task, or whose tool calls cannot be read", skipped, db)
     if not demos:
         raise CoevolveError(f"no usable demonstrations in {db}: every successful trajectory was left out")
     return demos
@@ -161,6 +156,8 @@ class RFTConfig:
     seed: int = field(default=0, metadata={"help": "seed of the data order and of any dropout"})
     save_checkpoint: bool = field(default=True,
         metadata={"help": "save the policy under output_dir/step-N after each train() call"})
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "extra chat template variables, as the episode player uses them (set by the run's [episode])"})
     trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further SFTConfig fields, passed as is"})
 
     def __post_init__(self) -> None:
@@ -177,14 +174,19 @@ class RFTConfig:
             raise ValueError(f"set {sorted(reserved)} through RFTConfig's own fields, not trl_args")
 
 
-def _dataset(rows: list[dict[str, Any]]):
-    """A ``datasets.Dataset`` of the rows; messages and schemas as JSON values, so Arrow never merges the
-    argument dicts of different calls into one struct (which would add null arguments to every call)."""
-    from datasets import Dataset, Features, Json, List, Value
+def _dataset(rows: list[dict[str, Any]], tokenizer: Any, chat_template_kwargs: dict[str, Any]):
+    """A ``datasets.Dataset`` of token ids and a completion mask per demonstration, built as the player builds an
+    episode (``ChatTokens.episode``): the mask is 1 on every assistant message's tokens, in every turn."""
+    from datasets import Dataset
 
-    features = Features({"prompt": List(Json()), "completion": List(Json()), "tools": List(Json()),
-                         "task_id": Value("string")})
-    return Dataset.from_list(rows, features=features)
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+
+    chat = ChatTokens(tokenizer, chat_template_kwargs)
+    records = []
+    for row in rows:
+        tokens = chat.episode(row["messages"], row["tools"])
+        records.append({"input_ids": tokens.ids, "completion_mask": [0] * len(tokens.prompt_ids) + tokens.mask})
+    return Dataset.from_list(records)
 
 
 class RFTTrainer(Trainer):
@@ -209,7 +211,7 @@ class RFTTrainer(Trainer):
         settings: dict[str, Any] = dict(
             use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
             warmup_steps=0, gradient_accumulation_steps=1, max_length=config.max_length, seed=config.seed,
-            completion_only_loss=True, assistant_only_loss=True, packing=False,
+            completion_only_loss=True, packing=False,
             save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
         )
         settings.update(config.trl_args)
@@ -222,7 +224,7 @@ class RFTTrainer(Trainer):
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
         self._sft = SFTTrainer(model=model, processing_class=tokenizer, args=self.args,
-                               train_dataset=_dataset(self.rows))
+                               train_dataset=_dataset(self.rows, tokenizer, config.chat_template_kwargs))
         self._quiet_logs()  # progress (Trainer.progress) gets a line every tenth of a train() call
 
     def _quiet_logs(self) -> None:
@@ -245,11 +247,10 @@ class RFTTrainer(Trainer):
 
     @classmethod
     def from_store(cls, db: str | Path, config: RFTConfig, environment: Any, source: BatchSource, *,
-                   min_reward: float = 1.0, first_turn_only: bool = True, wait: float = 30.0) -> "RFTTrainer":
+                   min_reward: float = 1.0, wait: float = 30.0) -> "RFTTrainer":
         """A trainer on the store's successful trajectories of the tasks ``source`` weighs above 0."""
         task_ids = [task for task, weight in source.weights().items() if weight > 0]
-        rows = demonstrations(db, environment, task_ids=task_ids, min_reward=min_reward,
-                              first_turn_only=first_turn_only, wait=wait)
+        rows = demonstrations(db, environment, task_ids=task_ids, min_reward=min_reward, wait=wait)
         without = sorted(set(task_ids) - {row["task_id"] for row in rows})
         if without:
             logger.warning("%d weighted task(s) have no demonstration in %s and are not fine-tuned on: %s",

@@ -110,14 +110,12 @@ def build_tiny_qwen3(
 
 def demonstration_corpus(rows: list[dict], vocab_size: int = 2048) -> list[str]:
     """Texts to train a tiny policy's tokenizer on, from SFT demonstrations (``trainers.sft.demonstrations``
-    rows): the chat template, each row's tools and prompt, and each row rendered whole as SFT renders it (with a
+    rows): the chat template, each row's tools and messages, and each row rendered whole by the template (with a
     first tokenizer trained on the rest, since rendering needs one)."""
     import json
 
-    from trl.chat_template_utils import get_training_chat_template
-
-    corpus = [qwen3_chat_template()] + [json.dumps(row["tools"]) + row["prompt"][-1]["content"] for row in rows]
+    corpus = [qwen3_chat_template()] + [json.dumps(row["tools"]) + "\n".join(
+        str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "") for m in row["messages"]) for row in rows]
     draft = build_tokenizer(corpus, vocab_size=vocab_size)
-    corpus += [draft.apply_chat_template(row["prompt"] + row["completion"], tools=row["tools"], tokenize=False,
-                                         chat_template=get_training_chat_template(draft)) for row in rows]
+    corpus += [draft.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False) for row in rows]
     return corpus

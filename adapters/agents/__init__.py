@@ -10,10 +10,10 @@ Nothing heavy is imported here: litellm, torch and transformers load when an age
 from coevolve_engine.registry import Registry
 
 from .base import Agent, AgentFault, EpisodeLimits, ModelReply
-from .driver import run_episode, run_task
+from .player import Play, play_all, run_episode, run_task, start_play
 from .rollout import STOPS, Rollout, Usage
 from .runner import default_group_id, run_rollouts
-from .tool_parsing import ParsedCall, parse_arguments, parse_tool_call_text
+from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
 
 AGENTS = Registry("agent", entry_point_group="coevolve_engine.agents")
 AGENTS.register(
@@ -42,13 +42,16 @@ __all__ = [
     "EpisodeLimits",
     "ModelReply",
     "ParsedCall",
+    "Play",
     "Rollout",
     "STOPS",
     "Usage",
     "default_group_id",
     "parse_arguments",
     "parse_tool_call_text",
+    "play_all",
     "run_episode",
     "run_rollouts",
     "run_task",
+    "start_play",
 ]

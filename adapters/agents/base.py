@@ -1,10 +1,10 @@
 """The agent contract: a policy that answers a chat with text or tool calls.
 
-An agent implements one method, ``complete(messages, tools) -> ModelReply``, and inherits the episode
-driver through ``run`` (start a fresh episode of a task and play it) and ``run_episode`` (play an episode
-already started). ``complete`` raises ``AgentFault`` for anything that is not the model's own answer: a
-server error after retries, a timeout, a response that is not a chat completion. The driver turns a fault
-into a finished ``Rollout`` with ``error`` set; it never raises out of ``run`` for one rollout.
+An agent implements ``complete(messages, tools) -> ModelReply`` (or, to answer many episodes at once,
+``respond(plays)``), and inherits the episode player (``player.Play``) through ``run`` (start a fresh episode of
+a task and play it) and ``run_episode`` (play an episode already started). ``complete`` raises ``AgentFault``
+for anything that is not the model's own answer: a server error after retries, a timeout, a response that is
+not a chat completion. The player turns a fault into a finished ``Rollout`` with ``error`` set; it never raises out of ``run`` for one rollout.
 
 Agents are shared by the worker threads of ``run_rollouts``: ``complete`` must be safe to call
 concurrently (hold no per-episode state on the agent).
@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .tool_parsing import ParsedCall
+from ..calls import ParsedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..environments.base import Environment, Episode
@@ -31,10 +31,10 @@ class AgentFault(RuntimeError):
 class EpisodeLimits:
     """Bounds on one episode; exceeding either ends the rollout as a failure."""
 
-    max_steps: int = field(default=30, metadata={"help": "environment steps (tool calls executed) per episode"})
-    max_model_calls_per_turn: int = field(
-        default=10, metadata={"help": "model calls within one user turn before the rollout is cut off"}
-    )
+    max_steps: int = field(default=30, metadata={
+        "help": "environment steps (tool calls executed) per episode; one more fails the task (the paper: 30)"})
+    max_model_calls_per_turn: int = field(default=20, metadata={
+        "help": "model answers within one user turn; a turn not ended by then fails the task (BFCL's inference: 20)"})
 
     def __post_init__(self) -> None:
         if self.max_steps < 0:
@@ -71,14 +71,29 @@ class Agent(ABC):
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         """Answer the chat so far. Raises AgentFault when no usable answer came back."""
 
+    #: whether ``respond`` answers a batch of episodes in one go (play them together rather than in threads)
+    batched: bool = False
+
+    def respond(self, plays: list[Any]) -> list[Any]:
+        """One answer per open episode (``player.Play``: its ``messages`` and ``tools``), in order; an entry may be
+        the exception that kept that episode from an answer. The default asks ``complete`` for each in turn."""
+        replies: list[Any] = []
+        for play in plays:
+            try:
+                replies.append(self.complete(play.messages, play.tools))
+            except Exception as exc:  # noqa: BLE001 - this episode only
+                replies.append(exc if isinstance(exc, AgentFault) else AgentFault(
+                    f"{type(self).__name__}.complete raised {type(exc).__name__}: {exc}"))
+        return replies
+
     def run_episode(self, episode: "Episode", task_id: str | None = None) -> "Rollout":
         """Play a started episode to its end and return the rollout; never raises for one rollout's faults."""
-        from .driver import run_episode
+        from .player import run_episode
 
         return run_episode(episode, self, task_id=task_id)
 
     def run(self, env: "Environment", task_id: str, spec: dict[str, Any]) -> "Rollout":
         """Start a fresh episode of the task and play it."""
-        from .driver import run_task
+        from .player import run_task
 
         return run_task(env, task_id, spec, self)

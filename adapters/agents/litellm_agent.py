@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from .base import Agent, AgentFault, EpisodeLimits, ModelReply
-from .tool_parsing import ParsedCall, parse_arguments, parse_tool_call_text
+from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
 
 
 def import_litellm() -> Any:
@@ -171,7 +171,7 @@ class LiteLLMAgent(Agent):
         num_retries: int = 2,
         retry_backoff_s: float = 1.0,
         max_steps: int = 30,
-        max_model_calls_per_turn: int = 10,
+        max_model_calls_per_turn: int = 20,
         system_prompt: str | None = None,
         policy: str | None = None,
         cost_per_token: tuple[float, float] | None = None,

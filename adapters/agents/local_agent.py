@@ -3,10 +3,11 @@
     agent = LocalAgent("/models/qwen3-0.6b", temperature=0.0, max_new_tokens=256)
     rollout = agent.run(env, task_id, spec)
 
-The chat and the turn's tools go through the tokenizer's chat template (``apply_chat_template(...,
-tools=...)``); the model's text is read for Qwen / Hermes ``<tool_call>{"name": ..., "arguments": ...}
-</tool_call>`` blocks. The model loads on first use. Generation holds a lock, so one agent shared by
-several rollout threads generates one reply at a time.
+The chat and the turn's tools go through the tokenizer's chat template, built as token ids one answer at a
+time (``chat_tokens``: exactly what the trl-grpo trainer trains on); the model's text is read for Qwen / Hermes
+``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` blocks by the one parser (``adapters.calls``). The
+agent is batched: ``run_rollouts`` and the eval phase play all their episodes together, one ``generate`` per
+round of answers (``TokenPolicy``). The model loads on first use; generation holds a lock.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import importlib.util
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from .base import Agent, AgentFault, EpisodeLimits, ModelReply
-from .tool_parsing import parse_tool_call_text
 
 
 class LocalAgent(Agent):
-    """A local Hugging Face causal LM as a policy.
+    """A local Hugging Face causal LM as a policy, answering every open episode of a batch with one ``generate``.
 
     path: a directory holding the model and a tokenizer with a chat template that renders tools.
     temperature: 0 means greedy decoding; above 0 samples (with top_p).
@@ -45,7 +46,7 @@ class LocalAgent(Agent):
         seed: int | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
         max_steps: int = 30,
-        max_model_calls_per_turn: int = 10,
+        max_model_calls_per_turn: int = 20,
         system_prompt: str | None = None,
         policy: str | None = None,
     ) -> None:
@@ -70,6 +71,9 @@ class LocalAgent(Agent):
         self._lock = threading.Lock()
         self._model: Any = None
         self._tokenizer: Any = None
+        self._core: TokenPolicy | None = None
+
+    batched = True
 
     def __repr__(self) -> str:
         return f"LocalAgent(path={str(self.path)!r})"
@@ -97,53 +101,117 @@ class LocalAgent(Agent):
             self._model, self._tokenizer = model, tokenizer
         return self._model, self._tokenizer
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        """The prompt text the model sees for this chat and these tools."""
-        _, tokenizer = self.load()
-        return tokenizer.apply_chat_template(
-            messages,
-            tools=tools or None,
-            add_generation_prompt=True,
-            tokenize=False,
-            **self.chat_template_kwargs,
-        )
+    def policy_core(self) -> "TokenPolicy":
+        """The batched, token-exact policy behind this agent (loads the model on first use)."""
+        if self._core is None:
+            model, tokenizer = self.load()
+            self._core = TokenPolicy(model, tokenizer, temperature=self.temperature, top_p=self.top_p,
+                                     max_new_tokens=self.max_new_tokens,
+                                     chat_template_kwargs=self.chat_template_kwargs, device=self.device)
+        return self._core
 
-    def _stop_texts(self, tokenizer: Any) -> list[str]:
-        return [t for t in {tokenizer.eos_token, tokenizer.pad_token} if t]
-
-    def generate(self, prompt: str) -> tuple[str, int, int]:
-        """(reply text, prompt tokens, completion tokens) for a rendered prompt."""
-        import torch
-
-        model, tokenizer = self.load()
-        inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(self.device)
-        sampling: dict[str, Any] = {"do_sample": self.temperature > 0}
-        if self.temperature > 0:
-            sampling.update(temperature=self.temperature, top_p=self.top_p)
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        with torch.no_grad():
-            output = model.generate(**inputs, max_new_tokens=self.max_new_tokens, pad_token_id=pad_id, **sampling)
-        prompt_len = inputs["input_ids"].shape[1]
-        new_tokens = output[0, prompt_len:]
-        text = tokenizer.decode(new_tokens, skip_special_tokens=False)
-        for stop in self._stop_texts(tokenizer):  # cut at the end-of-turn token; keep <tool_call> tags
-            text = text.split(stop)[0]
-        return text, int(prompt_len), int(new_tokens.shape[0])
+    def respond(self, plays: list[Any]) -> list[Any]:
+        with self._lock:
+            return self.policy_core().respond(plays)
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-        started = time.perf_counter()
+        """One answer to a chat given whole (rendered afresh; the player uses ``respond``)."""
+        chat = SimpleNamespace(messages=messages, tools=tools, state={}, stop=lambda *_: None)
         try:
-            with self._lock:
-                prompt = self.render(messages, tools)
-                text, prompt_tokens, completion_tokens = self.generate(prompt)
+            reply = self.respond([chat])[0]
         except (ImportError, FileNotFoundError, OSError, ValueError, RuntimeError) as exc:
             raise AgentFault(f"local model {self.path}: {type(exc).__name__}: {exc}") from exc
-        content, calls = parse_tool_call_text(text)
-        return ModelReply(
-            content=content,
-            calls=calls,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost=None,  # no price for a local model
-            latency_s=time.perf_counter() - started,
-        )
+        return reply
+
+
+class TokenPolicy:
+    """A transformers causal LM answering a batch of episodes with one ``generate`` per round, on token ids built
+    incrementally (``chat_tokens``): the ids each episode keeps in ``play.state["tokens"]`` are exactly what was
+    sampled plus what the template put around it. Used by ``LocalAgent`` (eval, rollout) and by the trl-grpo
+    trainer on the model it trains.
+
+    temperature 0: greedy. max_new_tokens: per answer. max_episode_tokens: tokens after the prompt per episode
+    (sampled and not); an episode that needs more stops as a failure (stop "max_tokens"). logprobs: keep each
+    sampled token's log-probability (for the trainer).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = 256, max_episode_tokens: int | None = None,
+                 chat_template_kwargs: dict[str, Any] | None = None, device: str | None = None,
+                 logprobs: bool = False) -> None:
+        from .chat_tokens import ChatTokens
+
+        self.model, self.tokenizer = model, tokenizer
+        self.chat = ChatTokens(tokenizer, chat_template_kwargs)
+        self.temperature, self.top_p = temperature, top_p
+        self.max_new_tokens, self.max_episode_tokens = max_new_tokens, max_episode_tokens
+        self.device = device
+        self.logprobs = logprobs
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def _tokens(self, play: Any):
+        tokens = play.state.get("tokens")
+        if tokens is None:
+            tokens = play.state["tokens"] = self.chat.start(play.messages, play.tools)
+        else:
+            self.chat.sync(tokens, play.messages, play.tools)
+        return tokens
+
+    def respond(self, plays: list[Any]) -> list[Any]:
+        import torch
+
+        from ..calls import parse_tool_call_text
+        from .rollout import STOP_MAX_TOKENS
+
+        started = time.perf_counter()
+        replies: list[Any] = [ModelReply(content=None) for _ in plays]
+        rows, budgets = [], []
+        for index, play in enumerate(plays):
+            tokens = self._tokens(play)
+            budget = self.max_new_tokens
+            if self.max_episode_tokens is not None:
+                budget = min(budget, self.max_episode_tokens - len(tokens.completion_ids))
+                if budget <= 0:
+                    play.stop(STOP_MAX_TOKENS, f"the episode needed more than max_completion_length="
+                                               f"{self.max_episode_tokens} tokens")
+                    continue
+            rows.append(index)
+            budgets.append(budget)
+        if not rows:
+            return replies
+        sequences = [plays[i].state["tokens"].ids for i in rows]
+        width = max(len(ids) for ids in sequences)
+        device = self.device or getattr(self.model, "device", "cpu")
+        input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in sequences], device=device)
+        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in sequences], device=device)
+        sampling: dict[str, Any] = {"do_sample": self.temperature > 0}
+        if self.temperature > 0:
+            sampling.update(temperature=self.temperature, top_p=self.top_p, top_k=0)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                out = self.model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max(budgets),
+                                          pad_token_id=self.pad_id, eos_token_id=self.tokenizer.eos_token_id,
+                                          output_scores=self.logprobs, return_dict_in_generate=True, **sampling)
+        finally:
+            if was_training:
+                self.model.train()
+        new = out.sequences[:, width:].tolist()
+        latency = (time.perf_counter() - started) / len(rows)
+        for position, (index, budget) in enumerate(zip(rows, budgets)):
+            ids = new[position][:budget]
+            if self.tokenizer.eos_token_id in ids:
+                ids = ids[:ids.index(self.tokenizer.eos_token_id) + 1]
+            logprobs = None
+            if self.logprobs:
+                logprobs = [float(torch.log_softmax(out.scores[t][position].float(), -1)[token])
+                            for t, token in enumerate(ids)]
+            tokens = plays[index].state["tokens"]
+            tokens.add(ids, sampled=True, logprobs=logprobs)
+            text = self.tokenizer.decode([t for t in ids if t not in (self.tokenizer.eos_token_id, self.pad_id)],
+                                         skip_special_tokens=False)
+            content, calls = parse_tool_call_text(text)
+            replies[index] = ModelReply(content=content, calls=calls, prompt_tokens=len(sequences[position]),
+                                        completion_tokens=len(ids), cost=None, latency_s=latency)
+        return replies

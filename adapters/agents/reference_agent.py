@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import Agent, AgentFault, EpisodeLimits, ModelReply
 from .rollout import STOP_ERROR, Rollout
-from .tool_parsing import ParsedCall
+from ..calls import ParsedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..environments.base import Environment, ToolCall
@@ -95,7 +95,7 @@ class ReferenceAgent(Agent):
         return ScriptedTurns(solution, policy=self.policy, limits=limits, reply=self.reply, parallel=self.parallel)
 
     def run(self, env: "Environment", task_id: str, spec: dict[str, Any]) -> Rollout:
-        from .driver import run_task
+        from .player import run_task
 
         started = time.perf_counter()
         try:

@@ -13,8 +13,9 @@ from typing import Any
 STOP_DONE = "done"  # every user turn was answered; the reward is the environment's score
 STOP_MAX_STEPS = "max_steps"  # the agent asked for more environment steps than allowed: a failure
 STOP_MAX_MODEL_CALLS = "max_model_calls"  # one turn took more model calls than allowed: a failure
+STOP_MAX_TOKENS = "max_tokens"  # the trainer's token budget for the episode ran out: a failure
 STOP_ERROR = "error"  # a fault (model server, parsing the response, the environment) ended it: see ``error``
-STOPS = (STOP_DONE, STOP_MAX_STEPS, STOP_MAX_MODEL_CALLS, STOP_ERROR)
+STOPS = (STOP_DONE, STOP_MAX_STEPS, STOP_MAX_MODEL_CALLS, STOP_MAX_TOKENS, STOP_ERROR)
 
 
 @dataclass
@@ -77,6 +78,8 @@ class Rollout:
     group_id: str | None = None
     step: int | None = None  # the training step the rollout belongs to (set by the caller)
     sample_index: int = 0  # its index within its group
+    turns: int = 0  # user turns reached (the last one may be unfinished)
+    failed_turn: int | None = None  # the user turn (1-based) where the episode first failed; None when it succeeded
 
     @property
     def action_pattern(self) -> str:
@@ -106,6 +109,8 @@ class Rollout:
                 "env_steps": self.env_steps,
                 "tool_errors": self.tool_errors,
                 "sample_index": self.sample_index,
+                "turns": self.turns,
+                "failed_turn": self.failed_turn,
                 "duration_s": round(self.duration_s, 6),
                 "usage": asdict(self.usage),
             },

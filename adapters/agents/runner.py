@@ -82,6 +82,8 @@ def run_rollouts(
         group_id = group_id_for(task_id, step)
         jobs.extend((task_id, spec, group_id, sample) for sample in range(k))
     results: list[Rollout | None] = [None] * len(jobs)
+    if getattr(agent, "batched", False):
+        return _play_batched(env, agent, jobs, results, step, on_rollout, batch_size=max(concurrency, 1) * 16)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -111,4 +113,21 @@ def run_rollouts(
         executor.shutdown(wait=True, cancel_futures=True)
         if bar is not None:
             bar.close()
+    return [r for r in results if r is not None]
+
+
+def _play_batched(env: "Environment", agent: "Agent", jobs: list, results: list, step: int | None,
+                  on_rollout: Callable[[Rollout], None] | None, *, batch_size: int) -> list[Rollout]:
+    """A batched agent (a local model) plays its episodes together, ``batch_size`` at a time, one ``respond`` per
+    round of answers (``player.play_all``)."""
+    from .player import play_all, start_play
+
+    for first in range(0, len(jobs), batch_size):
+        chunk = jobs[first:first + batch_size]
+        plays = [start_play(env, task_id, spec, agent) for task_id, spec, _, _ in chunk]
+        for offset, ((task_id, _, group_id, sample), rollout) in enumerate(zip(chunk, play_all(plays, agent))):
+            rollout.task_id, rollout.group_id, rollout.step, rollout.sample_index = task_id, group_id, step, sample
+            results[first + offset] = rollout
+            if on_rollout is not None:
+                on_rollout(rollout)
     return [r for r in results if r is not None]

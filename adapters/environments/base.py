@@ -43,11 +43,13 @@ class Observation:
 
 @dataclass(frozen=True)
 class Score:
-    """The terminal verdict on an episode: reward in [0, 1], success, and why."""
+    """The terminal verdict on an episode: reward in [0, 1], success, why, and (when the environment can tell)
+    the user turn, 1-based, where it first went wrong."""
 
     reward: float
     success: bool
     reason: str
+    failed_turn: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reward <= 1.0:

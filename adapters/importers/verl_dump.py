@@ -114,7 +114,7 @@ class VerlDumpImporter:
 
 
 def _actions(output: str) -> list[dict[str, Any]]:
-    from coevolve_engine.adapters.agents.tool_parsing import parse_tool_call_text
+    from coevolve_engine.adapters.calls import parse_tool_call_text
 
     _, calls = parse_tool_call_text(output)
     return [{"name": call.name, "arguments": call.arguments} for call in calls]

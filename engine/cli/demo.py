@@ -34,7 +34,7 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     redirected, plain lines every half minute. At the end: the table of rounds and DIR/report.html.
     """
     from coevolve_engine.cli.output import render_table
-    from coevolve_engine.demo import run_demo, write_report
+    from coevolve_engine.demo import held_out_by_turns, run_demo, write_report
     from coevolve_engine.loop.summary import rounds_table
     from coevolve_engine.progress import Display
     from coevolve_engine.store import Store
@@ -47,8 +47,11 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
         display.close()
     with Store(db, read_only=True) as store:
         table = rounds_table(store, config)
+        by_turns = held_out_by_turns(store)
     click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates):")
     click.echo(render_table(table))
+    click.echo("\nHeld-out success by user turns per task (every turn of an episode is played):")
+    click.echo(render_table(by_turns))
     report = write_report(folder, db, config)
     click.echo(f"""
 The report: {report}  (open it in a browser; the result first, the details folded below)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import create_option, db_option, endpoint_options, require_store, wait_option
+from coevolve_engine.cli.rollout import episode_options
 from coevolve_engine.errors import CoevolveError
 
 
@@ -37,6 +38,7 @@ goes on with the tasks it had not finished). Per task:
               help="Tasks played at once.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
               help="Environment steps per episode; exceeding them fails the task.")
+@episode_options
 @click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Tokens per model answer.")
 @click.option("--label", default=None, help="A name stored with the evaluation, e.g. 'baseline'.")
@@ -48,7 +50,8 @@ goes on with the tasks it had not finished). Per task:
 @db_option
 @wait_option
 def eval_command(env_name: str, category: str | None, model: str, n_tasks: int | None, task_ids: tuple[str, ...],
-                 seed: int, concurrency: int, max_steps: int, max_tokens: int, label: str | None, format_: str,
+                 seed: int, concurrency: int, max_steps: int, max_model_calls_per_turn: int,
+                 chat_template_kwargs: dict | None, max_tokens: int, label: str | None, format_: str,
                  progress: bool, timeout: float, retries: int, api_base: str | None, api_key: str | None,
                  create: bool, db: Path, wait: float) -> None:
     """Evaluate a model on the store's held-out tasks, each a full episode, and print the accuracy per category.
@@ -86,9 +89,12 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
                             f"`coevolve-engine tasks import {env_name} --category C --split eval`")
     policy = str(Path(model).resolve()) if Path(model).is_dir() else model
     agent = make_agent(model, api_base=api_base, api_key=api_key, temperature=0.0, max_tokens=max_tokens,
-                       timeout=timeout, retries=retries, max_steps=max_steps, policy=policy)
+                       timeout=timeout, retries=retries, max_steps=max_steps, policy=policy,
+                       max_model_calls_per_turn=max_model_calls_per_turn, chat_template_kwargs=chat_template_kwargs)
     settings = {"protocol": "episode", "temperature": 0.0, "max_steps": max_steps, "max_tokens": max_tokens,
                 "max_model_calls_per_turn": agent.limits.max_model_calls_per_turn}
+    if chat_template_kwargs:
+        settings["chat_template_kwargs"] = chat_template_kwargs
     run = evaluate_agent(db, environment, env_name, tasks, agent, settings=settings, label=label, category=category,
                          concurrency=concurrency, progress=progress, wait=wait)
     sql = f"select task_id, success, reward, reason from eval_results where eval_id = '{run.eval_id}'"

@@ -11,9 +11,10 @@ from coevolve_engine.errors import CoevolveError
 
 
 def make_agent(model: str, *, api_base: str | None, api_key: str | None, temperature: float, max_tokens: int,
-               timeout: float, retries: int, max_steps: int, policy: str | None):
+               timeout: float, retries: int, max_steps: int, policy: str | None, max_model_calls_per_turn: int = 20,
+               chat_template_kwargs: dict | None = None):
     """The ReferenceAgent for "reference", a LocalAgent when MODEL is a local directory, otherwise a LiteLLMAgent
-    for the model string."""
+    for the model string (``chat_template_kwargs`` go to a server as ``extra_body``, as vLLM reads them)."""
     try:
         if model == "reference":
             from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
@@ -23,14 +24,42 @@ def make_agent(model: str, *, api_base: str | None, api_key: str | None, tempera
             from coevolve_engine.adapters.agents.local_agent import LocalAgent
 
             return LocalAgent(model, temperature=temperature, max_new_tokens=max_tokens, max_steps=max_steps,
-                              policy=policy)
+                              max_model_calls_per_turn=max_model_calls_per_turn,
+                              chat_template_kwargs=chat_template_kwargs, policy=policy)
         from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
 
         return LiteLLMAgent(model, api_base=api_base, api_key=api_key, temperature=temperature,
                             max_tokens=max_tokens, timeout=timeout, num_retries=retries, max_steps=max_steps,
-                            policy=policy)
+                            max_model_calls_per_turn=max_model_calls_per_turn, policy=policy,
+                            completion_kwargs={"extra_body": {"chat_template_kwargs": chat_template_kwargs}}
+                            if chat_template_kwargs else None)
     except (ValueError, ImportError, OSError) as exc:
         raise CoevolveError(f"cannot use model {model!r}: {exc}") from exc
+
+
+def _template_kwargs(ctx, param, value: str | None) -> dict | None:
+    import json
+
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON ({exc.msg}): {value!r}") from None
+    if not isinstance(parsed, dict):
+        raise click.BadParameter(f"must be a JSON object, e.g. '{{\"enable_thinking\": false}}', got {value!r}")
+    return parsed
+
+
+def episode_options(command):
+    """The episode player's limits and template settings beyond --max-steps, shared by rollout and eval."""
+    command = click.option(
+        "--chat-template-kwargs", callback=_template_kwargs, default=None, metavar="JSON",
+        help='Extra chat template variables for a local model, or extra_body for a server, e.g. '
+             '\'{"enable_thinking": false}\'.')(command)
+    return click.option(
+        "--max-model-calls-per-turn", type=click.IntRange(min=1), default=20, show_default=True,
+        help="Model answers per user turn; a turn not ended by then fails the task (BFCL's inference: 20).")(command)
 
 
 @click.command(epilog="""\b
@@ -61,6 +90,7 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
               help="Tokens per model answer.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
               help="Environment steps per episode; exceeding them fails the rollout.")
+@episode_options
 @click.option("--policy", default=None, help="Checkpoint id recorded on each trajectory (default: the model).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 @endpoint_options
@@ -69,8 +99,9 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
 @wait_option
 def rollout(env_name: str, category: str | None, model: str, k: int, step: int, n_tasks: int | None,
             task_ids: tuple[str, ...], seed: int, concurrency: int, temperature: float, max_tokens: int,
-            max_steps: int, timeout: float, retries: int, api_base: str | None, api_key: str | None,
-            policy: str | None, progress: bool, db: Path, wait: float) -> None:
+            max_steps: int, max_model_calls_per_turn: int, chat_template_kwargs: dict | None, timeout: float,
+            retries: int, api_base: str | None, api_key: str | None, policy: str | None, progress: bool, db: Path,
+            wait: float) -> None:
     """Roll an agent out K times on tasks from the store and write every trajectory back.
 
     Each task's K rollouts form one group, written in one transaction as soon as its last rollout finishes,
@@ -81,7 +112,8 @@ def rollout(env_name: str, category: str | None, model: str, k: int, step: int, 
     from coevolve_engine.rollouts import run_rollout_job
 
     agent = make_agent(model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
-                       timeout=timeout, retries=retries, max_steps=max_steps, policy=policy)
+                       timeout=timeout, retries=retries, max_steps=max_steps, policy=policy,
+                       max_model_calls_per_turn=max_model_calls_per_turn, chat_template_kwargs=chat_template_kwargs)
     summary = run_rollout_job(
         db, load_environment(env_name), env_name, agent, k=k, step=step, category=category,
         task_ids=list(task_ids), n_tasks=n_tasks, seed=seed, concurrency=concurrency, progress=progress, wait=wait,

@@ -44,6 +44,7 @@ METRIC_QUERIES: dict[str, str] = {
     "steps": "SELECT * FROM drift_steps_with(threshold := $threshold) ORDER BY step",
     "tools": "SELECT * FROM drift_tools ORDER BY round, calls DESC, tool",
     "env_classes": "SELECT * FROM drift_env_classes ORDER BY round, rollouts DESC, env_class",
+    "turns": "SELECT * FROM drift_turns ORDER BY round, turn",
     "diversity": "SELECT * FROM drift_diversity_with(k := $k, embedding_model := $embedding_model) ORDER BY round",
     "eval": "SELECT * FROM drift_eval ORDER BY step NULLS LAST, round NULLS FIRST, created_at, eval_id",
     "eval_rounds": "SELECT * FROM drift_eval_rounds ORDER BY round",

@@ -143,11 +143,20 @@ class EvalConfig:
                             "round's training, and the starting policy before round 0's; 0: never.")
     max_tasks: int = setting(0, "Evaluate on at most this many eval tasks (the same seeded subset every time); "
                                 "0: all of them.")
-    max_new_tokens: int = setting(64, "Tokens the policy may write per model turn when evaluated (greedy decoding).")
-    max_turns: int = setting(4, "Model answers per user turn of an eval task: while the policy calls tools, "
-                                "their results are appended and it answers again, up to this many times (like "
-                                "the trainer's tool loop). Every user turn is played; at most 30 environment "
-                                "steps per task.")
+
+
+@dataclass
+class EpisodeConfig:
+    """How every episode is played, the same in training, evaluation and validation (the episode player)."""
+
+    max_steps: int = setting(30, "Environment steps (tool calls executed) per episode; one more fails the task "
+                                 "(the paper: 30).")
+    max_model_calls_per_turn: int = setting(20, "Model answers per user turn; a turn the policy has not ended "
+                                                "(with an answer that calls no tool) by then fails the task "
+                                                "(BFCL's inference: 20).")
+    max_new_tokens: int = setting(256, "Tokens the policy may write per answer (training and evaluation).")
+    chat_template_kwargs: dict = setting({}, "Extra chat template variables for the trainer, the eval phase and "
+                                             "local agents, e.g. {enable_thinking = false} for Qwen3.")
 
 
 @dataclass
@@ -173,6 +182,8 @@ class RunConfig:
     validation: ValidationConfig = section(ValidationConfig, "Which candidates become tasks.")
     curriculum: CurriculumConfig = section(CurriculumConfig, "How the task distribution moves between rounds.")
     eval: EvalConfig = section(EvalConfig, "Held-out evaluation of the policy across rounds.")
+    episode: EpisodeConfig = section(EpisodeConfig, "How every episode is played: limits and chat template "
+                                                    "settings, the same in training, eval and validation.")
 
     def check(self) -> None:
         """Refuse values no run could use, naming the key."""
@@ -184,11 +195,12 @@ class RunConfig:
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value in {"warmup.steps": self.warmup.steps, "eval.every": self.eval.every,
-                           "eval.max_tasks": self.eval.max_tasks, "bootstrap.n": self.bootstrap.n}.items():
+                           "eval.max_tasks": self.eval.max_tasks, "bootstrap.n": self.bootstrap.n,
+                           "episode.max_steps": self.episode.max_steps}.items():
             if value < 0:
                 raise ConfigError(f"{key} must be >= 0, got {value}")
-        for key, value in {"eval.max_new_tokens": self.eval.max_new_tokens,
-                           "eval.max_turns": self.eval.max_turns}.items():
+        for key, value in {"episode.max_new_tokens": self.episode.max_new_tokens,
+                           "episode.max_model_calls_per_turn": self.episode.max_model_calls_per_turn}.items():
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value in {"signals.threshold": self.signals.threshold,

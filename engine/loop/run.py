@@ -320,7 +320,7 @@ class RunLoop:
         trainer = trainer_class.for_run(
             db=self.db, environment=self.environment, source=source, sink=None,
             model=str(Path(c.trainer.model).resolve()), output_dir=str(output_dir), seed=c.seed, start_step=0,
-            policy_name=c.trainer.policy_name, options=c.warmup.options)
+            policy_name=c.trainer.policy_name, options=episode_options(c.warmup.trainer, c.episode, c.warmup.options))
         trainer.progress = lambda line: detail(self.echo, f"{label} {line}")
         report = trainer.train(c.warmup.steps)
         if report.checkpoint is None:
@@ -350,7 +350,8 @@ class RunLoop:
         steps = c.trainer.steps_per_round
         spec = {
             "db": str(self.db.resolve()), "wait": self.wait, "env": c.env, "env_options": c.env_options,
-            "round": round_, "trainer": c.trainer.name, "model": policy, "options": c.trainer.options,
+            "round": round_, "trainer": c.trainer.name, "model": policy,
+            "options": episode_options(c.trainer.name, c.episode, c.trainer.options),
             "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"), "seed": c.seed + round_,
             "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name, "label": prefix,
             "echo_label": label,
@@ -419,8 +420,10 @@ class RunLoop:
         from coevolve_engine.evaluations import eval_id, find_evaluation, record_evaluation
 
         c = self.config
-        settings = {"decoding": "greedy", "max_new_tokens": c.eval.max_new_tokens, "max_turns": c.eval.max_turns,
-                    "user_turns": "all", "max_steps": 30}
+        e = c.episode
+        settings = {"decoding": "greedy", "player": "episode", "user_turns": "all", "max_new_tokens": e.max_new_tokens,
+                    "max_model_calls_per_turn": e.max_model_calls_per_turn, "max_steps": e.max_steps,
+                    "chat_template_kwargs": e.chat_template_kwargs}
         identifier = eval_id(policy, c.env, [t["task_id"] for t in tasks], settings)
         with self._store(read_only=True) as store:
             stored = find_evaluation(store, identifier)
@@ -428,8 +431,9 @@ class RunLoop:
             detail(self.echo, f"{label} {name}: {stored.successes}/{stored.tasks} (stored evaluation {identifier})")
             return stored
         detail(self.echo, f"{label} evaluating {name} on {len(tasks)} eval tasks")
-        results = evaluate_policy(policy, self.environment, tasks, max_new_tokens=c.eval.max_new_tokens,
-                                  max_turns=c.eval.max_turns, max_steps=settings["max_steps"])
+        results = evaluate_policy(policy, self.environment, tasks, max_new_tokens=e.max_new_tokens,
+                                  max_model_calls_per_turn=e.max_model_calls_per_turn, max_steps=e.max_steps,
+                                  chat_template_kwargs=e.chat_template_kwargs or None)
         with self._store() as store:
             evaluation = record_evaluation(store, policy=policy, env=c.env, settings=settings, results=results,
                                            round=round_, label=name, step=step)
@@ -535,8 +539,11 @@ class RunLoop:
         if v.agent_model:
             from coevolve_engine.cli.rollout import make_agent
 
+            e = self.config.episode
             agent = make_agent(v.agent_model, api_base=v.api_base or None, api_key=None, temperature=0.9,
-                               max_tokens=1024, timeout=60.0, retries=2, max_steps=30, policy=None)
+                               max_tokens=1024, timeout=60.0, retries=2, max_steps=e.max_steps, policy=None,
+                               max_model_calls_per_turn=e.max_model_calls_per_turn,
+                               chat_template_kwargs=e.chat_template_kwargs or None)
         if v.judge_model:
             from coevolve_engine.llm import LLMClient
             from coevolve_engine.synthesis.judge import LLMJudge
@@ -554,6 +561,23 @@ class RunLoop:
         accepted = sum(n for verdict, _, n in rows if verdict == "accepted")
         return {"candidates": sum(n for *_, n in rows), "accepted": accepted,
                 "rejected": {reason: n for verdict, reason, n in rows if verdict == "rejected"}}
+
+
+def episode_options(trainer: str, episode: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """A trainer's options with the run's ``[episode]`` settings its options class declares (so training plays
+    episodes as evaluation does); setting one of them in the trainer's own options is refused."""
+    import dataclasses
+
+    from coevolve_engine.trainers import TRAINERS
+
+    settings = dataclasses.asdict(episode)
+    clash = sorted(set(settings) & set(options))
+    if clash:
+        raise RunError(f"set {', '.join(clash)} under [episode], not in trainer {trainer}'s options: training and "
+                       "evaluation play episodes with the same limits")
+    declared = getattr(TRAINERS.load(trainer), "options_class", None)
+    names = {f.name for f in dataclasses.fields(declared)} if declared is not None else set()
+    return {**{key: value for key, value in settings.items() if key in names}, **options}
 
 
 def warmup_checkpoint(store: Store) -> str | None:

@@ -5,7 +5,7 @@ and bounded (``max_chars``, 1,500 by default). Sections come in order of importa
 its own, because the embedding model reads only its first 256 word pieces (700 to 1,000 characters):
 
     Task: <tasks.prompt, or the first user message>
-    Outcome: <error observations, trajectories.error, meta.reason (the verdict)>
+    Outcome: <the user turn it broke in, error observations, trajectories.error, meta.reason (the verdict)>
     Calls: <name(arg=value, ...) in call order>
     Feedback: <what the environment answered to the calls that did not fail>
 
@@ -152,6 +152,9 @@ def render_trajectory(
     task = task_text(prompt, messages)
     errors, feedback = _tool_messages(messages)
     outcome = list(errors)
+    failed = meta.get("failed_turn") if isinstance(meta, dict) else None
+    if isinstance(failed, int):  # the episode player's record: where a multi-turn episode broke
+        outcome.insert(0, f"broke in user turn {failed} of {meta.get('turns') or failed} reached")
     if error:
         outcome.append(f"rollout error: {_squash(error)}")
     reason = (meta or {}).get("reason") if isinstance(meta, dict) else None

@@ -66,25 +66,41 @@ def test_sampling_runs_too(tiny_model):
     assert rollout.error is None and rollout.usage.llm_calls >= 1
 
 
-def test_the_chat_template_renders_tools_calls_and_results(tiny_model):
+def test_the_chat_is_built_one_answer_at_a_time_as_the_template_renders_it(tiny_model):
+    from transformers import AutoTokenizer
+
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+
+    call = {"id": "call_1_0", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}}
     messages = [
         {"role": "system", "content": "You operate a counter."},
         {"role": "user", "content": "Add 2 to the counter."},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "call_1_0", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}}
-            ],
-        },
+        {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_1_0", "name": "add", "content": "2"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Now add 3."},
+        {"role": "assistant", "content": "Done."},
     ]
-    prompt = make_agent(tiny_model).render(messages, TOOLS)
+    chat = ChatTokens(AutoTokenizer.from_pretrained(tiny_model))
+    tokens = chat.episode(messages, TOOLS)
+    prompt = chat.tokenizer.decode(tokens.prompt_ids)
     assert prompt.startswith("<|im_start|>system\nYou operate a counter.\n\n# Tools")
-    assert json.dumps(TOOLS[0]) in prompt
-    assert CALL in prompt
-    assert "<tool_response>\n2\n</tool_response>" in prompt
-    assert prompt.endswith("<|im_start|>assistant\n")
+    assert json.dumps(TOOLS[0]) in prompt and prompt.endswith("<|im_start|>assistant\n")
+    pieces, current, flag = [], [], None
+    for token, mask in zip(tokens.completion_ids, tokens.mask):
+        if mask != flag and current:
+            pieces.append((flag, chat.tokenizer.decode(current)))
+            current = []
+        flag = mask
+        current.append(token)
+    pieces.append((flag, chat.tokenizer.decode(current)))
+    assert pieces == [
+        (1, CALL + "<|im_end|>"),
+        (0, "\n<|im_start|>user\n<tool_response>\n2\n</tool_response><|im_end|>\n<|im_start|>assistant\n"),
+        (1, "Done.<|im_end|>"),
+        (0, "\n<|im_start|>user\nNow add 3.<|im_end|>\n<|im_start|>assistant\n"),
+        (1, "Done.<|im_end|>"),
+    ]
 
 
 def test_generated_text_keeps_tool_call_tags(tiny_model):

@@ -295,20 +295,58 @@ def test_bad_drafts_become_specs_that_name_their_defect(calc, seed_tasks, calls,
     json.dumps(spec)
 
 
-# --- the trl-grpo trainer's view of the environment -------------------------------------------------------
+# --- the episode player's view of the environment -----------------------------------------------------------
 
 
-def test_every_calc_task_shares_one_trl_tool_class_that_scores_the_episode(calc, seed_tasks, test_tasks):
-    from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes
+def test_the_player_opens_every_calc_task_with_its_prompt_and_the_environments_tools(calc, seed_tasks, test_tasks):
+    from coevolve_engine.trainers.sft import _opening
 
-    tasks = seed_tasks[:5] + test_tasks[:5]
-    classes, tool_sets = environment_classes(calc, tasks)
-    assert len(classes) == 1 and set(tool_sets) == {t["task_id"] for t in tasks}
-    (cls,) = classes.values()
-    task = by_skill(test_tasks, calls=2, form="steps")
-    instance = cls()
-    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
-    results = [getattr(instance, s["op"])(n=s["n"]) for s in task["spec"]["steps"]]
-    assert results[-1] == f"x={task['spec']['target']}" and instance.get_reward() == 1.0
-    instance.reset(prompt=[], task_id=task["task_id"], spec=json.dumps(task["spec"]))
-    assert instance.get_reward() == 0.0
+    for task in seed_tasks[:5] + test_tasks[:5]:
+        opening, tools = _opening(calc, task)
+        assert opening[-1] == {"role": "user", "content": calc.start(task["task_id"], task["spec"]).next_turn()}
+        assert [t["function"]["name"] for t in tools] == ["add", "sub", "mul"]
+
+
+# --- tasks of several user turns on the same register --------------------------------------------------------
+
+
+def test_every_split_holds_two_and_three_turn_tasks_that_their_reference_solves(calc):
+    from coevolve_engine.adapters.environments.base import replay
+
+    for split in ("seed", "test", "full"):
+        tasks = list(calc.load_tasks(split=split))
+        turns = {len(t["spec"].get("turns", [t["prompt"]])) for t in tasks}
+        assert turns == ({1, 2} if split == "seed" else {1, 2, 3}), split
+        for task in tasks:
+            if task["spec"].get("turns"):
+                assert task["spec"]["skill"]["turns"] == "each" and calc.check_spec(task["spec"]) == []
+                solution = calc.reference_solution(task["spec"])
+                assert [len(calls) for calls in solution] == [1] * len(task["spec"]["turns"])
+                assert replay(calc, task["task_id"], task["spec"], solution).success
+
+
+def test_a_multi_turn_task_names_the_turn_where_it_went_wrong(calc, test_tasks):
+    from coevolve_engine.adapters.environments.base import ToolCall
+
+    task = next(t for t in test_tasks if len(t["spec"].get("turns", [])) == 3 and t["spec"]["form"] == "steps")
+    steps = task["spec"]["steps"]
+
+    def play(per_turn):
+        episode = calc.start(task["task_id"], task["spec"])
+        messages = []
+        while (message := episode.next_turn()) is not None:
+            messages.append(message)
+            for op, n in per_turn[len(messages) - 1] if len(messages) <= len(per_turn) else []:
+                episode.execute(ToolCall(op, {"n": n}))
+            episode.end_turn("Done.")
+        return messages, episode.score()
+
+    right = [[(s["op"], s["n"])] for s in steps]
+    messages, score = play(right)
+    assert messages == task["spec"]["turns"] and score.success and score.failed_turn is None
+    wrong_n = steps[2]["n"] + 1 if steps[2]["op"] != "mul" else 2 + (steps[2]["n"] == 2)
+    assert play(right[:2] + [[(steps[2]["op"], wrong_n)]])[1].failed_turn == 3
+    assert play(right[:1])[1].failed_turn == 2  # nothing done in turn 2
+    all_at_once = [[(s["op"], s["n"]) for s in steps]]  # the right chain, but all of it in turn 1
+    score = play(all_at_once)[1]
+    assert not score.success and score.failed_turn == 1 and "one call in each turn" in score.reason

@@ -1,14 +1,17 @@
 """``TRLGRPOTrainer``: TRL's GRPOTrainer on the engine's tasks, weights and store.
 
-- The dataset is the tasks: one row per task with its first user message as the prompt, its spec (JSON) and
-  the tool set its episodes show (``environment``).
+- The dataset is the tasks: one row per task with its opening messages as the prompt and its spec (JSON).
 - Sampling: ``_get_train_sampler`` returns a ``WeightedRepeatSampler`` that draws whole GRPO groups from the
   ``BatchSource``'s current weights (the override TRL's maintainers recommend for custom sampling).
-- Rewards come from the environment: TRL's ``environment_factory`` runs the model's tool calls in an episode of
-  the task and asks the episode for its score (``get_reward``); see ``tool_environment``.
-- Every rollout goes to the ``TrajectorySink``: ``_calculate_rewards`` is wrapped, because it is the one place
-  where the batch's rows, completions, environments and rewards are all at hand. Rollouts are gathered from every
-  process and written by the main process only, so the same code runs under ``accelerate launch``.
+- Rollouts are whole episodes, played by the one episode player (``adapters.agents.player``) through TRL's
+  ``rollout_func``: every user turn, the environment's own tool schemas, the same parser and limits as
+  evaluation. The policy is the model being trained, answering all open episodes of a step with one ``generate``
+  per round (``TokenPolicy``), on token ids built one answer at a time: the ids trained are the ids sampled, and
+  ``env_mask`` masks out of the loss everything the policy did not sample (tool results, later user messages,
+  the template around them).
+- The reward is the environment's verdict on the whole episode (binary for BFCL, as in the paper).
+- Every rollout goes to the ``TrajectorySink`` as soon as its step's episodes end. Rollouts are gathered from
+  every process and written by the main process only, so the same code runs under ``accelerate launch``.
 """
 
 from __future__ import annotations
@@ -41,8 +44,16 @@ class TRLGRPOConfig:
     epsilon: float = field(default=0.2, metadata={"help": "lower clipping range of the policy ratio"})
     epsilon_high: float = field(default=0.28, metadata={"help": "upper clipping range of the policy ratio"})
     temperature: float = field(default=0.9, metadata={"help": "rollout sampling temperature"})
-    max_completion_length: int = field(default=1024, metadata={"help": "tokens per rollout, tool results included"})
-    max_tool_calling_iterations: int = field(default=30, metadata={"help": "model turns with tool calls per rollout"})
+    max_completion_length: int = field(default=4096, metadata={
+        "help": "tokens of an episode after its prompt (answers, tool results, later user turns); an episode that "
+                "needs more fails (stop max_tokens)"})
+    max_new_tokens: int = field(default=256, metadata={"help": "tokens the policy may write per answer"})
+    max_steps: int = field(default=30, metadata={
+        "help": "environment steps per episode; one more fails the task (set by the run's [episode])"})
+    max_model_calls_per_turn: int = field(default=20, metadata={
+        "help": "answers per user turn; a turn not ended by then fails the task (set by the run's [episode])"})
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "extra chat template variables, e.g. {enable_thinking: false} (set by the run's [episode])"})
     use_cpu: bool | None = field(default=None, metadata={"help": "train on CPU (None: when no GPU is present)"})
     seed: int = field(default=0,
         metadata={"help": "seed of the model's sampling (the group draws use the BatchSource's seed)"})
@@ -58,6 +69,15 @@ class TRLGRPOConfig:
                 f"num_generations must be >= 2: GRPO compares rollouts within a group (got {self.num_generations})")
         if self.groups_per_step < 1:
             raise ValueError(f"groups_per_step must be >= 1 (got {self.groups_per_step})")
+        if self.max_new_tokens < 1 or self.max_completion_length < 1:
+            raise ValueError("max_new_tokens and max_completion_length must be >= 1")
+        from coevolve_engine.adapters.agents.base import EpisodeLimits
+
+        EpisodeLimits(max_steps=self.max_steps, max_model_calls_per_turn=self.max_model_calls_per_turn)  # checks
+        if self.trl_args.get("use_vllm"):
+            raise ValueError("use_vllm: whole episodes are played by the episode player with the model being "
+                             "trained, batched in process; TRL's vLLM generation is not wired into it yet, so it "
+                             "would load a vLLM engine that generates nothing (leave use_vllm unset)")
         reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir"}
         if reserved:
             raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args")
@@ -68,14 +88,17 @@ class TRLGRPOConfig:
 _RENAMED = r".*gradient_checkpointing.* is deprecated"
 
 
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+def environment_reward(prompts, completions, episode_reward, **_: Any) -> list[float]:
+    """The environment's verdict on each whole episode (the ``rollout_func`` hands it over as ``episode_reward``)."""
+    return [float(reward) for reward in episode_reward]
+
+
+environment_reward.__name__ = "environment"
 
 
 def _grpo_class():
     """TRL's GRPOTrainer with the two overrides (imported lazily: TRL and torch are heavy)."""
     from trl import GRPOTrainer
-    from accelerate.utils import gather_object
 
     from coevolve_engine.trainers.trl_grpo.sampler import WeightedRepeatSampler
 
@@ -92,19 +115,9 @@ def _grpo_class():
                 seed=self.owner.source.seed + self.owner.steps_done,
             )
 
-        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            if self.model.training and self.environments:
-                step = self.owner.steps_done + self.state.global_step + 1
-                policy = f"{self.owner.policy_name}@{step - 1}"
-                local = [
-                    environment._rollout(_json_safe(list(prompt) + list(completion)), policy, 0)
-                    for environment, prompt, completion in zip(self.environments, prompts, completions, strict=True)
-                ]
-                everything = gather_object(local)
-                if self.accelerator.is_main_process:
-                    self.owner._report(everything, step, self.num_generations)
-            return rewards
+        def _generate_and_score_completions(self, inputs):
+            self.owner._rows = inputs  # the rollout_func gets prompts only; it needs each row's task
+            return super()._generate_and_score_completions(inputs)
 
     return CoevolveGRPOTrainer
 
@@ -134,7 +147,7 @@ class TRLGRPOTrainer(Trainer):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from trl import GRPOConfig
 
-        from coevolve_engine.trainers.trl_grpo.tool_environment import environment_classes, task_prompt
+        from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
 
         if not tasks:
             raise ValueError("no tasks to train on")
@@ -144,20 +157,16 @@ class TRLGRPOTrainer(Trainer):
         self.policy_name = config.policy_name or Path(config.model).name
         specs = [{**task, "spec": task["spec"] if isinstance(task["spec"], dict) else json.loads(task["spec"])}
                  for task in tasks]
-        classes, tool_sets = environment_classes(environment, specs)
-        rows = []
-        for task in specs:
-            prompt, _ = task_prompt(environment, task)
-            rows.append({"prompt": prompt, "task_id": task["task_id"],
-                         "spec": json.dumps(task["spec"]), "environment": tool_sets[task["task_id"]]})
+        rows = [{"prompt": task_prompt(environment, task), "task_id": task["task_id"], "spec": json.dumps(task["spec"])}
+                for task in specs]
+        self._rows: list[dict[str, Any]] = []
         source.weights()  # fails early on a bad source
         use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
         k = config.num_generations
         settings: dict[str, Any] = dict(
             use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
             beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
-            gradient_accumulation_steps=1, max_completion_length=config.max_completion_length,
-            max_tool_calling_iterations=config.max_tool_calling_iterations, seed=config.seed,
+            gradient_accumulation_steps=1, max_completion_length=config.max_completion_length, seed=config.seed,
             save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
         )
         settings.update(config.trl_args)
@@ -172,11 +181,11 @@ class TRLGRPOTrainer(Trainer):
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         tokenizer.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
-        with warnings.catch_warnings():  # environment_factory is marked experimental in TRL 1.16; we chose it
-            warnings.filterwarnings("ignore", message=".*environment_factory.*experimental", category=UserWarning)
+        with warnings.catch_warnings():  # rollout_func is marked experimental in TRL 1.16; we chose it
+            warnings.filterwarnings("ignore", message=".*rollout_func.*experimental", category=UserWarning)
             self._grpo = _grpo_class()(
                 model=model, processing_class=tokenizer, args=self.args, train_dataset=Dataset.from_list(rows),
-                environment_factory=classes, reward_funcs=list(reward_funcs) if reward_funcs else None,
+                reward_funcs=[environment_reward, *(reward_funcs or [])], rollout_func=self._rollout_func,
             )
         self._grpo.owner = self  # read by the sampler and the rollout hook, which run only inside train()
         from transformers import PrinterCallback
@@ -240,6 +249,25 @@ class TRLGRPOTrainer(Trainer):
             self._grpo.save_model(str(checkpoint))
         return TrainReport(steps=steps, first_step=first, groups=self.groups - groups,
                            rollouts=self.rollouts - rollouts, checkpoint=checkpoint, seconds=clock())
+
+    def _rollout_func(self, prompts: list, grpo: Any) -> dict[str, Any]:
+        """TRL's ``rollout_func``: play the step's episodes (``self._rows``, one per prompt) to their end."""
+        from accelerate.utils import gather_object
+
+        from coevolve_engine.trainers.trl_grpo.episodes import play_episodes
+
+        if len(self._rows) != len(prompts):
+            raise RuntimeError(f"rollout_func got {len(prompts)} prompts for {len(self._rows)} rows")
+        training = grpo.model.training
+        step = self.steps_done + grpo.state.global_step + 1
+        output, rollouts = play_episodes(
+            self.environment, self._rows, grpo.accelerator.unwrap_model(grpo.model), grpo.processing_class,
+            self.config, policy=f"{self.policy_name}@{step - 1}")
+        if training:
+            everything = gather_object(rollouts)
+            if grpo.accelerator.is_main_process:
+                self._report(everything, step, self.config.num_generations)
+        return output
 
     def _report(self, rollouts: list, step: int, k: int) -> None:
         """Hand each group (K consecutive rollouts of one task) to the sink, with its id and step."""

@@ -1,9 +1,10 @@
 """The calc environment: one register ``x``, three one-argument tools, tasks scored on the state they leave.
 
-Made to be learned by a tiny policy on a CPU: one user turn, a prompt of one or two short sentences, three
-tools whose schemas render in a few dozen tokens, and a score that needs no final answer (the engine's TRL
-trainer ends the turn without one). A task succeeds when the agent called exactly the task's chain of tools,
-none failed, and ``x`` ends at the target.
+Made to be learned by a tiny policy on a CPU: a prompt of one or two short sentences, or (``spec["turns"]``) two
+or three user turns of one instruction each on the same register; three tools whose schemas render in a few dozen
+tokens; and a score that needs no final answer. A task succeeds when the agent called exactly the task's chain of
+tools, each in its turn, none failed, and ``x`` ends at the target; a failure names the first turn that went
+wrong (``Score.failed_turn``).
 """
 
 from __future__ import annotations
@@ -58,14 +59,21 @@ class CalcEpisode(Episode):
         self.calls: list[str] = []  # tools applied, in order
         self.errors: list[str] = []  # refusals, in order
         self.replies: list[str | None] = []
-        self._state = "before"  # before -> turn -> done
+        self.messages: list[str] = list(spec.get("turns") or [spec["prompt"]])
+        self.turn = 0  # the current user turn, 1-based
+        self.by_turn: list[tuple[list[str], int, int]] = []  # per finished turn: tools applied, refusals, x after
+        self._marks = (0, 0)
+        self._state = "before"  # before -> turn -> between -> turn ... -> done
 
     def next_turn(self) -> str | None:
-        if self._state == "before":
-            self._state = "turn"
-            return self.spec["prompt"]
         if self._state == "turn":  # the agent did not end its turn: end it without a reply
             self.end_turn(None)
+        if self._state in ("before", "between") and self.turn < len(self.messages):
+            self.turn += 1
+            self._state = "turn"
+            self._marks = (len(self.calls), len(self.errors))
+            return self.messages[self.turn - 1]
+        self._state = "done"
         return None
 
     def tools(self) -> list[dict[str, Any]]:
@@ -85,7 +93,7 @@ class CalcEpisode(Episode):
     def _refusal(self, call: ToolCall) -> str | None:
         """Why ``call`` is refused, or None when it runs."""
         if self._state != "turn":
-            return "no turn in progress" if self._state == "before" else "the episode is over"
+            return "the episode is over" if self._state == "done" else "no turn in progress"
         if not isinstance(call.name, str) or call.name not in TOOLS:
             return f"unknown tool {call.name!r:.60} (tools: {', '.join(TOOLS)})"
         if not isinstance(call.arguments, dict):
@@ -105,23 +113,45 @@ class CalcEpisode(Episode):
     def end_turn(self, reply: str | None) -> None:
         if self._state == "turn":
             self.replies.append(reply)
-            self._state = "done"
+            calls, errors = self._marks
+            self.by_turn.append((self.calls[calls:], len(self.errors) - errors, self.x))
+            self._state = "between" if self.turn < len(self.messages) else "done"
+
+    def _failed_turn(self) -> int:
+        """The first turn whose calls, refusals or resulting value differ from the task's (1 for one turn)."""
+        if len(self.messages) == 1:
+            return 1
+        x = self.spec["start"]
+        for index, step in enumerate(self.spec["steps"]):
+            if index >= len(self.by_turn):
+                return index + 1
+            x = apply(step["op"], x, step["n"])
+            calls, errors, after = self.by_turn[index]
+            if errors or calls != [step["op"]] or after != x:
+                return index + 1
+        return len(self.messages)
 
     def score(self) -> Score:
         if self._state == "turn":
             self.end_turn(None)
         if self.spec["form"] == "explore":
-            return Score(0.0, False, "exploration episode: nothing to score")
+            return Score(0.0, False, "exploration episode: nothing to score", failed_turn=1)
         chain = [step["op"] for step in self.spec["steps"]]
         target = self.spec["target"]
+        failure = None
         if self.errors:
-            return Score(0.0, False, f"{len(self.errors)} call(s) refused, first: {self.errors[0]}")
-        if not self.calls:
-            return Score(0.0, False, f"no call made; want {'>'.join(chain)} to x={target}")
-        if self.calls != chain:
-            return Score(0.0, False, f"wrong chain: called {'>'.join(self.calls)}, want {'>'.join(chain)}")
-        if self.x != target:
-            return Score(0.0, False, f"wrong value: x={self.x}, want {target}")
+            failure = f"{len(self.errors)} call(s) refused, first: {self.errors[0]}"
+        elif not self.calls:
+            failure = f"no call made; want {'>'.join(chain)} to x={target}"
+        elif self.calls != chain:
+            failure = f"wrong chain: called {'>'.join(self.calls)}, want {'>'.join(chain)}"
+        elif self.x != target:
+            failure = f"wrong value: x={self.x}, want {target}"
+        elif len(self.messages) > 1 and any(
+                calls != [step["op"]] for (calls, _, _), step in zip(self.by_turn, self.spec["steps"])):
+            failure = "right chain, but not one call in each turn"
+        if failure is not None:
+            return Score(0.0, False, failure, failed_turn=self._failed_turn())
         return Score(1.0, True, f"solved: {'>'.join(chain)} to x={target}")
 
 
@@ -176,10 +206,11 @@ class CalcEnvironment(Environment):
                    "meta": {"split": split, "skill": spec["skill"]}}
 
     def reference_solution(self, spec: dict[str, Any]) -> list[list[ToolCall]] | None:
-        """The task's chain with its operands, in one turn."""
+        """The task's chain with its operands: in one turn, or one call in each of its turns."""
         if not isinstance(spec, dict) or spec.get("form") == "explore" or check_spec(spec):
             return None
-        return [[ToolCall(step["op"], {"n": step["n"]}) for step in spec["steps"]]]
+        calls = [ToolCall(step["op"], {"n": step["n"]}) for step in spec["steps"]]
+        return [[call] for call in calls] if spec.get("turns") else [calls]
 
     def exploration_spec(self, seed_spec: dict[str, Any], instruction: str) -> dict[str, Any]:
         return drafts.exploration_spec(seed_spec, instruction)

@@ -48,7 +48,8 @@ PARAMETERS = ("calls", "tool", "operands", "distractors", "form")
 
 def cell_of(spec: dict[str, Any]) -> Cell:
     skill = spec["skill"]
-    return Cell(tuple(skill["chain"].split(">")), skill["operands"], skill["distractors"], skill["form"])
+    return Cell(tuple(skill["chain"].split(">")), skill["operands"], skill["distractors"], skill["form"],
+                skill.get("turns", "one"))
 
 
 def skill_space(values: Mapping[str, Any] | None) -> SkillSpace:
@@ -77,7 +78,8 @@ def project(cell: Cell, space: SkillSpace) -> Cell:
     operands = cell.operands if cell.operands in space.operands else space.operands[0]
     distractors = min(space.distractors, key=lambda count: (abs(count - cell.distractors), count))
     form = cell.form if cell.form in space.forms else space.forms[0]
-    return Cell(chain, operands, distractors, form)
+    turns = cell.turns if cell.turns in space.turns else space.turns[0]
+    return Cell(chain, operands, distractors, form, turns)
 
 
 def neighbours(cell: Cell, space: SkillSpace = FULL_SPACE) -> list[tuple[str, str, Any, Cell]]:
@@ -99,20 +101,25 @@ def neighbours(cell: Cell, space: SkillSpace = FULL_SPACE) -> list[tuple[str, st
     for size in space.operands:
         if size != cell.operands:
             out.append(("operands", f"operands {cell.operands} -> {size}", size,
-                        Cell(chain, size, cell.distractors, cell.form)))
+                        Cell(chain, size, cell.distractors, cell.form, cell.turns)))
     for count in (cell.distractors - 1, cell.distractors + 1):
         if count in space.distractors:
             out.append(("distractors", f"distractors {cell.distractors} -> {count}", count,
-                        Cell(chain, cell.operands, count, cell.form)))
+                        Cell(chain, cell.operands, count, cell.form, cell.turns)))
     for form in space.forms:
         if form != cell.form:
             out.append(("form", f"form {cell.form} -> {form}", form,
-                        Cell(chain, cell.operands, cell.distractors, form)))
+                        Cell(chain, cell.operands, cell.distractors, form, cell.turns)))
+    if len(chain) > 1:
+        for turns in space.turns:
+            if turns != cell.turns:
+                out.append(("turns", f"turns {cell.turns} -> {turns}", turns,
+                            Cell(chain, cell.operands, cell.distractors, cell.form, turns)))
     return out
 
 
-def _rest(cell: Cell) -> tuple[str, int, str]:
-    return cell.operands, cell.distractors, cell.form
+def _rest(cell: Cell) -> tuple[str, int, str, str]:
+    return cell.operands, cell.distractors, cell.form, cell.turns
 
 
 class OfflineCalcSynthesizer(Synthesizer):

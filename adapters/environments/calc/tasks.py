@@ -7,6 +7,14 @@ the final value of ``x``. The prompt is one short sentence per fact, e.g. ::
     x is 3. Add 4, then multiply by 2.                    form "steps": every operand is stated
     y is 8. x is 3. Add 4, then multiply by a number so x is 14.   form "goal": the last operand is computed
 
+A chain of two or three calls may also come as one user turn per call, all on the same register (``turns``)::
+
+    x is 3. Add 4.          turn 1
+    Multiply by 2.          turn 2: the agent sees its first turn and the results, then this
+
+The spec then lists the user message of each turn in ``turns`` (one call each) and ``prompt`` is those messages
+joined by newlines, so every check on the prompt reads the whole task.
+
 The skill parameters of a task are derived from its spec (``skill_of``) and stored in ``spec["skill"]`` so
 tasks can be grouped by skill in SQL (``json_extract_string(spec, '$.skill.calls')``):
 
@@ -15,7 +23,8 @@ tasks can be grouped by skill in SQL (``json_extract_string(spec, '$.skill.calls
 - ``calls``: how many chained calls;
 - ``operands``: ``small`` when the start and every operand are in -9..9, else ``large``;
 - ``distractors``: how many numbers in the prompt are neither the start, an operand nor the goal's target;
-- ``form``: ``steps`` or ``goal``.
+- ``form``: ``steps`` or ``goal``;
+- ``turns``: ``each`` when the task asks for one call per user turn (absent when it asks in one turn).
 """
 
 from __future__ import annotations
@@ -33,7 +42,8 @@ MAX_CALLS = 5  # what a spec may hold; the generator uses up to 3
 MAX_PROMPT_CHARS = 600
 MAX_EXPLORE_PROMPT_CHARS = 20_000
 LIMIT = 10**9  # |x| never leaves this range
-SPEC_KEYS = ("kind", "start", "steps", "target", "form", "prompt", "skill")
+SPEC_KEYS = ("kind", "start", "steps", "target", "form", "prompt", "skill", "turns")
+TURNS = ("one", "each")
 
 #: How each tool's step is written, with its operand stated and with it left for the agent.
 PHRASES = {
@@ -80,6 +90,7 @@ def skill_of(spec: dict[str, Any]) -> dict[str, Any]:
         "operands": "small" if all(abs(v) <= 9 for v in operands) else "large",
         "distractors": sum(1 for value in numbers_in(spec["prompt"]) if value not in known),
         "form": spec["form"],
+        **({"turns": "each"} if spec.get("turns") else {}),  # absent: one turn (as every stored task before)
     }
 
 
@@ -125,9 +136,25 @@ def check_spec(spec: Any) -> list[str]:
             problems.append(f"a 'steps' prompt must state every operand; {missing} not found")
     elif spec.get("target") not in stated:
         problems.append(f"a 'goal' prompt must state the target x is {spec.get('target')}")
+    problems += _check_turns(spec)
     if not problems and spec.get("skill") != skill_of(spec):
         problems.append(f"skill must be {skill_of(spec)} (derived from the spec), got {spec.get('skill')!r}")
     return problems
+
+
+def _check_turns(spec: dict[str, Any]) -> list[str]:
+    """A task of one user turn per call: ``turns`` holds 2-3 messages, one per step, joined they are the prompt."""
+    if "turns" not in spec:
+        return []
+    turns = spec["turns"]
+    if not isinstance(turns, list) or not 2 <= len(turns) <= 3 or not all(isinstance(t, str) and t.strip()
+                                                                            for t in turns):
+        return [f"turns must be a list of 2 or 3 user messages, got {turns!r:.80}"]
+    if len(turns) != len(spec["steps"]):
+        return [f"turns must hold one message per step: {len(turns)} messages for {len(spec['steps'])} steps"]
+    if "\n".join(turns) != spec["prompt"]:
+        return ["the prompt must be the turns' messages joined by newlines"]
+    return []
 
 
 def _check_steps(steps: Any) -> list[str]:
@@ -162,6 +189,7 @@ class SkillSpace:
     operands: tuple[str, ...] = ("small", "large")
     distractors: tuple[int, ...] = (0, 1, 2)
     forms: tuple[str, ...] = FORMS
+    turns: tuple[str, ...] = TURNS  # "each" applies to chains of 2 or more calls; a single call is one turn
 
 
 #: The seed split: chains of one or two calls of any tool, small operands, no distractors, both forms. What it
@@ -180,6 +208,7 @@ class Cell:
     operands: str
     distractors: int
     form: str
+    turns: str = "one"
 
 
 def _operand(op: str, size: str, rng: random.Random) -> int:
@@ -208,30 +237,38 @@ def make_spec(cell: Cell, rng: random.Random) -> dict[str, Any]:
     phrases = [PHRASES[s["op"]][0].format(n=s["n"]) for s in steps]
     if cell.form == "goal":
         phrases[-1] = PHRASES[steps[-1]["op"]][1]
-    sentence = ", then ".join(phrases)
-    sentence = sentence[0].upper() + sentence[1:] + (f" so x is {target}." if cell.form == "goal" else ".")
-    spec: dict[str, Any] = {"kind": KIND, "start": start, "steps": steps, "target": target, "form": cell.form,
-                            "prompt": " ".join([*facts, sentence])}
+    goal = f" so x is {target}." if cell.form == "goal" else "."
+    spec: dict[str, Any] = {"kind": KIND, "start": start, "steps": steps, "target": target, "form": cell.form}
+    if cell.turns == "each" and len(steps) > 1:  # one user turn per call, the facts in the first
+        turns = [phrase[0].upper() + phrase[1:] + "." for phrase in phrases]
+        turns[-1] = turns[-1][:-1] + goal
+        turns[0] = " ".join([*facts, turns[0]])
+        spec.update(prompt="\n".join(turns), turns=turns)
+    else:
+        sentence = ", then ".join(phrases)
+        spec["prompt"] = " ".join([*facts, sentence[0].upper() + sentence[1:] + goal])
     spec["skill"] = skill_of(spec)
     return spec
 
 
 def random_cell(space: SkillSpace, rng: random.Random, index: int | None = None) -> Cell:
-    """A cell of ``space``; with ``index``, calls, operands, distractors and form cycle so every value of
-    each is equally represented, and the tools of the chain are drawn."""
+    """A cell of ``space``; with ``index``, calls, operands, distractors, form and turns cycle so every value of
+    each is equally represented (turns last, so the other parameters cycle as before), and the tools of the chain
+    are drawn."""
     if index is None:
         calls, operands = rng.choice(space.calls), rng.choice(space.operands)
         distractors, form = rng.choice(space.distractors), rng.choice(space.forms)
     else:
-        sizes = [len(space.calls), len(space.operands), len(space.distractors), len(space.forms)]
+        sizes = [len(space.calls), len(space.operands), len(space.distractors), len(space.forms), len(space.turns)]
         digits, rest = [], index
         for size in sizes:
             digits.append(rest % size)
             rest //= size
         calls, operands = space.calls[digits[0]], space.operands[digits[1]]
         distractors, form = space.distractors[digits[2]], space.forms[digits[3]]
+    turns = space.turns[digits[4]] if index is not None else "one"
     chain = tuple(rng.choice(space.tools) for _ in range(calls))
-    return Cell(chain, operands, distractors, form)
+    return Cell(chain, operands, distractors, form, turns if calls > 1 else "one")
 
 
 def generate(space: SkillSpace, n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict[str, Any]]:
