@@ -29,15 +29,17 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     """
     from coevolve_engine.cli.output import render_table
     from coevolve_engine.demo import run_demo
-    from coevolve_engine.loop.summary import rounds_table
+    from coevolve_engine.loop.summary import loop_cost, rounds_table
     from coevolve_engine.store import Store
 
     db, config = run_demo(folder, quick=quick, rounds=rounds, seed=seed, overrides=overrides,
                           echo=lambda line: click.echo(line))
     with Store(db, read_only=True) as store:
-        table = rounds_table(store, config)
-    click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates):")
+        table, cost = rounds_table(store, config), loop_cost(store)
+    click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates, "
+               "seconds of training and of feedback work):")
     click.echo(render_table(table))
+    click.echo(cost)
     click.echo(f"""
 The store is {db}. Every figure above is a row of run_rounds; try:
   coevolve-engine query --db {db} "select * from run_rounds"
