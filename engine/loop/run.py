@@ -433,6 +433,7 @@ class RunLoop:
 
     def _phase_patterns(self, round_: int, label: str) -> None:
         from coevolve_engine.patterns import find_patterns
+        from coevolve_engine.patterns.find import embed_ahead
         from coevolve_engine.patterns.select import select_flagged
 
         c = self.config
@@ -440,6 +441,11 @@ class RunLoop:
         params = c.signal_params()
         started = time.perf_counter()
         used = c.signals_used
+        # the embedding model runs before the store is held for writing (and is loaded once per run)
+        self._embedder, _ = embed_ahead(self.db, step=last, first_step=first, params=params,
+                                        max_trajectories=c.patterns.max_trajectories, seed=c.seed + round_,
+                                        signals=used, embedder=getattr(self, "_embedder", None), wait=self.wait,
+                                        progress=lambda line: self.echo(f"{label} {line}"))
         with self._store() as store, store.transaction() as con:
             flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
             con.execute("DELETE FROM pattern_members WHERE pattern_id IN "
@@ -451,7 +457,7 @@ class RunLoop:
             if flagged:
                 report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
                                        max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
-                                       seed=c.seed + round_, replace=True, signals=used,
+                                       seed=c.seed + round_, replace=True, signals=used, embedder=self._embedder,
                                        progress=lambda line: self.echo(f"{label} {line}"))
                 outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
                                sizes=report.sizes,
