@@ -104,6 +104,7 @@ def straight(prepared, tmp_path_factory) -> Path:
                                       "--set", f"trainer.launcher={json.dumps(sys.executable)}"])
     assert result.exit_code == 0, result.output
     assert "2 of 2 rounds finished" in result.output
+    assert "Loop cost: feedback " in result.output and "over 2 rounds" in result.output
     return db
 
 
@@ -182,6 +183,18 @@ def test_the_figures_the_run_printed_are_recomputed_from_the_tables(straight):
                                           printed[(round_, "validate")]["accepted"])
 
 
+def test_each_round_reports_its_training_and_feedback_seconds(straight):
+    """Training is the train phase less its store writes (one per step); feedback is the rest of the round."""
+    printed = {r: json.loads(o) for r, o in rows(straight, "SELECT round, outputs FROM run_phases WHERE phase = 'train'")}
+    for round_, training, feedback, share, store_seconds, measured in rows(
+            straight, "SELECT r.round, r.training_seconds, r.feedback_seconds, r.feedback_share, c.store_seconds, "
+                      "c.measured_by FROM run_rounds AS r JOIN round_costs AS c USING (round) ORDER BY round"):
+        assert printed[round_]["store_writes"] == F  # one unit of work per training step
+        assert store_seconds == pytest.approx(printed[round_]["store_seconds"])
+        assert training > 0 and feedback > store_seconds and measured == "span"
+        assert share == pytest.approx(feedback / training)
+
+
 def test_a_finished_run_has_nothing_to_do_and_more_rounds_extend_it(straight, prepared):
     from coevolve_engine.loop import RunLoop, load_config
 
@@ -253,7 +266,7 @@ def test_killed_at_every_phase_boundary_and_mid_phase_the_run_resumes_to_the_sam
         assert duplicates == 0
     code, lines = run_until(db, config, None)
     assert code == 0, "\n".join(lines[-30:])
-    assert any(line.startswith("resuming at round 0") for line in lines) or lines[0].startswith("resuming")
+    assert any(line.startswith("resuming at round 0") for line in lines) or lines[1].startswith("resuming")
     assert snapshot(db) == snapshot(straight)
     resumed = rows(db, "SELECT round, phase FROM run_phases WHERE attempts > 1 ORDER BY ALL")
     assert (0, "train") in resumed and (0, "warmup") in resumed  # killed inside them, so started twice

@@ -85,6 +85,7 @@ class RunLoop:
         self.wait = wait
         self.echo = echo
         self._environment = None
+        self._embedder = None  # the sentence embedder, loaded by the first patterns phase and kept for the run
 
     # -- the plan ------------------------------------------------------------------------------------------
 
@@ -444,7 +445,7 @@ class RunLoop:
         # the embedding model runs before the store is held for writing (and is loaded once per run)
         self._embedder, _ = embed_ahead(self.db, step=last, first_step=first, params=params,
                                         max_trajectories=c.patterns.max_trajectories, seed=c.seed + round_,
-                                        signals=used, embedder=getattr(self, "_embedder", None), wait=self.wait,
+                                        signals=used, embedder=self._embedder, wait=self.wait,
                                         progress=lambda line: self.echo(f"{label} {line}"))
         with self._store() as store, store.transaction() as con:
             flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
@@ -528,7 +529,8 @@ class RunLoop:
             judge = LLMJudge(LLMClient(self.db, v.judge_model, api_base=v.api_base or None, wait=self.wait), self.db)
         validate_candidates(self.db, round=round_, env=self.environment, novelty_threshold=v.novelty_threshold,
                             agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
-                            judge=judge, wait=self.wait, on_verdict=on_verdict)
+                            judge=judge, wait=self.wait, on_verdict=on_verdict,
+                            embedder=self._embedder)  # the model the patterns phase loaded, if it ran
         return self._verdicts(round_)
 
     def _verdicts(self, round_: int) -> dict[str, Any]:
