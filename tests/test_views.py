@@ -333,7 +333,7 @@ def phase(store, round_, name, start, finish, seconds, *, attempts=1, store_seco
 def test_round_costs_split_each_round_into_training_and_feedback(store):
     phase(store, 0, "bootstrap", 0, 5, 5.0)  # builds D_0: neither training nor a round's feedback
     phase(store, 0, "weights", 5, 6, 0.5)
-    phase(store, 0, "warmup", 6, 16, 10.0)
+    phase(store, 0, "warmup", 6, 16, 10.0)  # a one-off: neither training nor feedback
     phase(store, 0, "train", 16, 36, 20.0, store_seconds=2.0)  # 2 s of it writing rollouts: feedback
     phase(store, 0, "eval", 36, 38, 1.5)
     phase(store, 0, "validate", 38, 45, 6.0)  # the span (40 s) counts the gaps between phases too
@@ -343,9 +343,9 @@ def test_round_costs_split_each_round_into_training_and_feedback(store):
     phase(store, 2, "weights", 59, 59.5, 0.5)
     phase(store, 2, "train", 59.5, None, None)  # running
     assert rows(store, "SELECT * FROM round_costs") == [
-        (0, "finished", 28.0, 2.0, 12.0, round(12 / 28, 9), "span"),
-        (1, "finished", 9.0, 1.0, 3.0, round(3 / 9, 9), "phases"),
-        (2, "running", 0.0, 0.0, 0.5, None, "phases"),
+        (0, "finished", 18.0, 2.0, 12.0, round(12 / 18, 9), 10.0, "span"),
+        (1, "finished", 9.0, 1.0, 3.0, round(3 / 9, 9), 0.0, "phases"),
+        (2, "running", 0.0, 0.0, 0.5, None, 0.0, "phases"),
     ]
     assert rows(store, "SELECT round, training_seconds, feedback_seconds FROM run_rounds") == []  # no rounds rows
 
