@@ -17,7 +17,7 @@ What it checks, printing one line per item and exiting non-zero on any failure:
    and any ``data.``/``actor_rollout_ref.``/``algorithm.`` override elsewhere) is composed on its own with
    ``ppo_trainer`` (verl's config; a key verl does not have is refused, as ``main_ppo`` would refuse it), then
    each printed command is composed whole and passed through verl's ``validate_config``.
-2. dataset: a store's round exported with ``coevolve-engine export --format verl`` is loaded with verl's
+2. dataset: a store's round exported with ``coevolve-engine export --layout verl`` is loaded with verl's
    ``RLHFDataset`` and verl's own sampler (``create_rl_sampler``: uniform, the paper's method) and with the
    dataset class the weighted command names (``data.custom_cls``), whose draws must follow the rows' weights;
    a batch of each goes through verl's ``collate_fn``.

@@ -12,7 +12,8 @@
    folder as run.toml): SFT warm-up, then rounds of GRPO, held-out evaluation, signals, patterns, offline
    synthesis (offline:calc), validation and new weights.
 
-Everything is written under the folder; running it again resumes where it stopped. Every figure it prints is a
+Everything is written under the folder (the store, the policy, the checkpoints, run.toml, run.log with every
+detail line, and report.html at the end); running it again resumes where it stopped. Every figure it prints is a
 row of the ``run_rounds_with`` macro.
 """
 
@@ -132,6 +133,26 @@ def _build_policy(db: Path, policy: Path, environment) -> None:
     corpus = demonstration_corpus(demonstrations(db, environment), vocab_size=1024)
     corpus += [task["prompt"] for task in environment.load_tasks(split="full")]  # every skill's words, no test prompt
     build_tiny_qwen3(policy, corpus, hidden_size=64, layers=2, vocab_size=1024, digits=True)
+
+
+REPORT_NAME = "report.html"
+
+
+def write_report(folder: Path, db: Path, config: "RunConfig") -> Path:
+    """The run's HTML report (``coevolve-engine report``) at ``folder/report.html``, at the run's signal
+    constants; replaced on every run (it is always a page this function wrote)."""
+    from coevolve_engine.drift import DriftParams
+    from coevolve_engine.outputs import write_output
+    from coevolve_engine.report import build_report
+
+    s = config.signal_params()
+    params = DriftParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n,
+                         forgetting_form=s.forgetting_form)
+    with Store(db, read_only=True) as store:
+        page = build_report(store, params, title=f"coevolve-engine demo: {folder.name}", label=folder.name)
+    path = folder / REPORT_NAME
+    write_output(path, page, "html", db=db, force=False)
+    return path
 
 
 def run_demo(folder: Path, *, quick: bool = False, rounds: int | None = None, seed: int = 0,

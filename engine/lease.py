@@ -47,27 +47,24 @@ class Holder:
         since = f", since {self.acquired_at:%Y-%m-%d %H:%M:%S}" if self.acquired_at is not None else ""
         seen = (f", last active {self.heartbeat_at:%H:%M:%S}"
                 if self.heartbeat_at is not None and self.heartbeat_at != self.acquired_at else "")
-        return f"`{self.command}` (pid {self.pid} on {self.host}{since}{seen} UTC)"
+        return f"`{self.command}` (pid {self.pid} on {self.host}{since}{seen})"
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: split what follows the last ')'
+    return stat[stat.rindex(")") + 2:].split()
 
 
 def process_start(pid: int) -> int | None:
-    """When process ``pid`` started, in the operating system's units (Linux: /proc's clock ticks since boot);
-    None where that cannot be read."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the command name (field 2) is in parentheses and may hold spaces: count fields after the last ')'
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[19])  # field 22 of proc(5): starttime
-
-
-def _state(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()[0]
+    """When process ``pid`` started, in the operating system's units (Linux: clock ticks since boot); None where
+    that cannot be read."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None  # field 22 of proc(5): starttime
 
 
 def is_alive(pid: int, started: int | None) -> bool:
@@ -78,10 +75,12 @@ def is_alive(pid: int, started: int | None) -> bool:
         return False
     except PermissionError:  # it exists, under another user
         pass
-    if _state(pid) in ("Z", "X"):  # a zombie: dead, only not yet reaped by its parent
+    fields = _stat_fields(pid)
+    if fields is None:  # no /proc here: the pid answering is all there is to go on
+        return True
+    if fields[0] in ("Z", "X"):  # a zombie: dead, only not yet reaped by its parent
         return False
-    now = process_start(pid)
-    return started is None or now is None or now == started
+    return started is None or int(fields[19]) == started
 
 
 def me(command: str) -> Holder:

@@ -20,8 +20,8 @@ from coevolve_engine.errors import CoevolveError
 
 #: what each kind of output is called in messages
 KINDS = {"html": "an HTML page", "parquet": "a Parquet file", "png": "a PNG image", "csv": "a CSV file",
-         "json": "a JSON file", "jsonl": "a JSON-lines file", "table": "a text table"}
-_TEXT_KINDS = ("csv", "json", "jsonl", "table")
+         "json": "a JSON file", "jsonl": "a JSON-lines file", "table": "a text table", "log": "a text log"}
+_TEXT_KINDS = ("csv", "json", "jsonl", "table", "log")
 _SNIFF_BYTES = 65536
 
 

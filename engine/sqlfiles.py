@@ -103,3 +103,46 @@ def views_stamp() -> str:
         digest.update(f"view {view.name} {len(view.sql)}\n".encode())
         digest.update(view.sql.encode())
     return f"coevolve-engine views sha256:{digest.hexdigest()}"
+
+
+_CREATE_TABLE = re.compile(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)", re.IGNORECASE)
+_CREATE_OBJECT = re.compile(r"\bCREATE\s+OR\s+REPLACE\s+(VIEW|MACRO)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One object a user can query: its name, its kind (table, view, table macro, scalar macro) and the first
+    sentence of its header comment (views and macros) ."""
+
+    name: str
+    kind: str
+    about: str = ""
+
+
+def catalog() -> tuple[CatalogEntry, ...]:
+    """Every table the migrations create (and ``schema_migrations``), then every view and macro, from the SQL
+    files themselves: what ``coevolve-engine query --help`` lists."""
+    tables = ["schema_migrations"]
+    for migration in migrations():
+        tables += [name for name in _CREATE_TABLE.findall(migration.sql) if name not in tables]
+    entries = [CatalogEntry(name, "table") for name in tables]
+    for view in sorted(views(), key=lambda v: v.name):
+        found = _CREATE_OBJECT.search(view.sql)
+        kind = "view"
+        if found and found.group(1).upper() == "MACRO":
+            kind = "table macro" if re.search(r"\bAS\s+TABLE\b", view.sql, re.IGNORECASE) else "scalar macro"
+        entries.append(CatalogEntry(view.name, kind, _about(view.sql)))
+    return tuple(entries)
+
+
+def _about(sql: str) -> str:
+    """The header comment's first sentence, without the object's name in front."""
+    lines = []
+    for line in sql.lstrip().splitlines():
+        if not line.startswith("--") or line.startswith("--  ") or _REQUIRES.match(line):
+            break  # the end of the header, its column list, or its requires line
+        lines.append(line.removeprefix("--").strip())
+    text = " ".join(lines)
+    text = text.split(": ", 1)[1] if ": " in text else text
+    sentence = re.split(r"(?<=[.;])\s", text, maxsplit=1)[0]
+    return sentence.rstrip(".;")

@@ -92,6 +92,27 @@ def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConne
         return con
 
 
+def _create_file(path: Path) -> None:
+    """Create an empty store at ``path`` as one atomic step: DuckDB writes a new file's headers before it locks
+    it, so a second process opening the path meanwhile would read a half-written file. The database is made
+    under a name of this process's own and linked into place; a process that loses the race opens the winner's."""
+    if not path.parent.is_dir():
+        raise StoreError(f"cannot create a store at {path}: the folder {path.parent} does not exist")
+    draft = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        duckdb.connect(str(draft)).close()
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # another process created it first
+        except OSError:  # a file system without hard links: not atomic, but never over an existing store
+            if not path.exists():
+                os.rename(draft, path)
+    finally:
+        draft.unlink(missing_ok=True)
+        draft.with_name(draft.name + ".wal").unlink(missing_ok=True)
+
+
 def applied_migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Names of the migrations recorded in a store's schema_migrations table (none for a new file)."""
     exists = con.execute(
@@ -119,6 +140,8 @@ class Store:
             raise StoreError(f"no store at {self.path}; create one with `coevolve-engine init --db {self.path}`")
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a store file")
+        if not self.path.exists():
+            _create_file(self.path)
         self.con = connect(self.path, read_only=read_only, wait=wait)
         self._transaction_depth = 0
         #: whether this open (re)built the views: persistent ones (writable) or temporary ones (read-only)

@@ -41,7 +41,7 @@ def test_init_sample_and_signals(sample_store, run):
 
 
 def test_signals_figures_match_sql(sample_store, run):
-    summary = json.loads(run("signals", "--json", "--window", "2").output)
+    summary = json.loads(run("signals", "--format", "json", "--window", "2").output)
     flags = {row["signal"]: row["flags"] for row in summary["by_signal"]}
     counted = json.loads(run("query", "select signal, count(*) n from flagged_trajectories_with(w := 2) "
                                       "group by signal", "--format", "json").output)
@@ -50,8 +50,8 @@ def test_signals_figures_match_sql(sample_store, run):
 
 
 def test_signals_per_trajectory_forgetting_matches_sql(sample_store, run):
-    group = json.loads(run("signals", "--json").output)
-    trajectory = json.loads(run("signals", "--json", "--forgetting-form", "trajectory").output)
+    group = json.loads(run("signals", "--format", "json").output)
+    trajectory = json.loads(run("signals", "--format", "json", "--forgetting-form", "trajectory").output)
     assert (group["params"]["forgetting_form"], trajectory["params"]["forgetting_form"]) == ("group", "trajectory")
     flags = {row["signal"]: row["flags"] for row in trajectory["by_signal"]}
     counted = json.loads(run("query", "select count(*) n from forgetting_trajectories", "--format", "json").output)

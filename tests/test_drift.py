@@ -401,7 +401,7 @@ def invoke(*args):
 
 
 def test_drift_command_formats(run_a, run_b):
-    table = invoke("drift", "--db", str(run_a), "--k", "1").output
+    table = invoke("drift", "--db", str(run_a), "--neighbours", "1").output
     assert "| metric" in table and "round 2" in table and "js_round0" in table and "0.1556" in table
     as_json = json.loads(invoke("drift", "--db", str(run_a), "--format", "json").stdout)
     assert [r["round"] for r in as_json] == [0, 1, 2] and as_json[1]["new_tasks"] == 1
@@ -439,6 +439,6 @@ def test_drift_plots(run_a, run_b, tmp_path):
     folder = tmp_path / "figures"
     invoke("drift", "--db", str(run_a), "--compare", str(run_b), "--plots", str(folder))
     written = sorted(p.name for p in folder.iterdir())
-    assert written == ["distribution.png", "diversity.png", "eval.png", "eval_similarity.png", "patterns.png",
-                       "signals.png", "success.png"]
+    assert written == ["acceptance.png", "distribution.png", "diversity.png", "eval.png", "eval_similarity.png",
+                       "growth.png", "heldout.png", "patterns.png", "signals.png", "success.png"]
     assert all((folder / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in written)

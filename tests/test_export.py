@@ -124,14 +124,14 @@ def test_cli_export_uniform_and_missing_weights(db_path, tmp_path):
     with Store(db_path) as store:
         store.add_records("tasks", TASKS, label="tasks")
     runner = CliRunner()
-    result = runner.invoke(cli, ["export", "--db", str(db_path), "--round", "0", "--format", "openrlhf",
-                                 "--out", str(tmp_path / "x"), "--uniform"])
+    result = runner.invoke(cli, ["export", "--db", str(db_path), "--round", "0", "--layout", "openrlhf",
+                                 "-o", str(tmp_path / "x"), "--uniform"])
     assert result.exit_code == 0, result.output
     assert "4 tasks (weights from uniform)" in result.output
     lines = (tmp_path / "x" / "train.jsonl").read_text().splitlines()
     assert [json.loads(line)["weight"] for line in lines] == [1.0] * 4
-    result = runner.invoke(cli, ["export", "--db", str(db_path), "--round", "7", "--format", "verl",
-                                 "--out", str(tmp_path / "y")])
+    result = runner.invoke(cli, ["export", "--db", str(db_path), "--round", "7", "--layout", "verl",
+                                 "-o", str(tmp_path / "y")])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "round 7" in result.output and "--uniform" in result.output
     help_text = runner.invoke(cli, ["export", "--help"]).output

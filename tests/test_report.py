@@ -1,6 +1,7 @@
-"""The HTML report: self-contained (figures as data URIs, no external resource, a CSP that forbids network
-loads), with the run's configuration, per-round tables, failure patterns and candidates; and, where a
-Chromium is installed, rendered headless: every figure decodes and the page makes no network request."""
+"""The HTML report: the result first (a headline and the key figures, then the failure patterns in words, then
+the details folded), self-contained (figures as data URIs, no external resource, a CSP that forbids network
+loads); and, where a Chromium is installed, rendered headless: every figure decodes, the page makes no network
+request, and the headline and the first figure are on the first screen (1280 x 800)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def report_path(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
     db = build_run_a(folder / "coevolve.duckdb")
     out = folder / "report.html"
-    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--out", str(out), "--k", "1"],
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "-o", str(out), "--neighbours", "1"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return out
@@ -41,8 +42,8 @@ def test_report_is_self_contained(report_path):
     assert "<script" not in page and "<link" not in page and "@import" not in page and "url(" not in page
     assert not re.search(r'(src|href)="(?!data:)', page)  # nothing to fetch
     figures = dict(DATA_IMAGE.findall(page))
-    assert sorted(figures) == ["distribution", "diversity", "eval", "eval_similarity", "patterns", "signals",
-                               "success"]
+    assert list(figures) == ["heldout", "signals", "growth", "acceptance", "eval", "distribution", "patterns",
+                             "success", "diversity", "eval_similarity"]   # the key figures first
     assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for data in figures.values())
 
 
@@ -61,7 +62,7 @@ def test_report_contents(report_path):
 
 def test_report_shows_eval_success_next_to_the_signals(report_path):
     page = report_path.read_text(encoding="utf-8")
-    rounds = page[page.index('id="rounds"'):page.index('id="figures"')]
+    rounds = page[page.index('id="rounds"'):page.index('id="more-figures"')]
     assert "<th>eval_success</th>" in rounds and "<th>eval_step</th>" in rounds   # the per-round summary
     per_step = rounds[rounds.index("Eval success and flagged rollouts per step"):]
     head = re.search(r"<thead><tr>(.*?)</tr></thead>", per_step).group(1)
@@ -71,6 +72,47 @@ def test_report_shows_eval_success_next_to_the_signals(report_path):
     assert re.findall(r"<td[^>]*>([^<]*)</td>", first) == ["0", "", "0", "0", "0", "0", "0", "0.25", "4", "1"]
     by_similarity = rounds[rounds.index("Candidates by similarity to the eval tasks"):]
     assert "<td>[0.9, 1]</td>" in by_similarity and "<td>[0.7, 0.9)</td>" in by_similarity
+
+
+def test_report_leads_with_the_result(report_path):
+    page = report_path.read_text(encoding="utf-8")
+    order = [page.index(anchor) for anchor in ('id="headline"', 'id="figure-heldout"', 'id="figure-acceptance"',
+                                               'id="patterns"', 'id="details"', 'id="rounds"', 'id="configuration"')]
+    assert order == sorted(order)
+    head = page[page.index('id="headline"'):page.index('id="figures"')]
+    # run_a: evaluated at step 0 (0.25), 2 and 4 (0.75); c0 accepted of 3 candidates
+    assert "Held-out success went from 25.0% to 75.0% over 5 training steps" in head and "25.0% → 75.0%" in head
+    assert "1 of 3 candidates accepted" in head
+    words = page[page.index('id="patterns"'):page.index('id="details"')]
+    assert "mixed outcomes on the file system; cd before ls" in words       # the LLM summary, in words
+    assert "lineage boundary:a: round 0: " in words and "(grew)" in words   # and its lineage across rounds
+    for folded in ("rounds", "more-figures", "pattern-examples", "candidates", "configuration", "headline-sql"):
+        assert f'<details id="{folded}">' in page
+
+
+def test_the_headline_is_recomputed_by_its_sql(report_path):
+    from coevolve_engine.report.headline import HEADLINE_SQL
+
+    db = report_path.parent / "coevolve.duckdb"
+    result = CliRunner().invoke(cli, ["query", HEADLINE_SQL, "--db", str(db), "--format", "json"])
+    row = json.loads(result.stdout)[0]
+    assert (row["eval_start"], row["eval_end"], row["candidates"], row["accepted"]) == (0.25, 0.75, 3, 1)
+
+
+def test_compare_puts_two_runs_side_by_side(report_path, tmp_path):
+    from test_drift import build_run_b
+
+    db = report_path.parent / "coevolve.duckdb"
+    other = build_run_b(tmp_path / "uniform.duckdb")
+    out = tmp_path / "compare.html"
+    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--compare", str(other), "-o", str(out),
+                                      "--no-diversity"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    head = page[page.index('id="headline"'):page.index('id="figures"')]
+    assert head.count('class="headline"') == 2 and "<strong>coevolve</strong>" in head and "<strong>uniform</strong>" in head
+    assert "<th>eval_success[coevolve]</th>" in page and "<th>eval_success[uniform]</th>" in page
+    assert len(DATA_IMAGE.findall(page)) == 10
 
 
 def test_figures_name_the_extra_when_matplotlib_is_missing(monkeypatch):
@@ -143,7 +185,7 @@ def test_report_renders_in_chromium_without_network(report_path, tmp_path):
                       .replace("</body>", PROBE + "</body>"), encoding="utf-8")
     dom, requests = run_chromium(probed, tmp_path, "--dump-dom")
     result = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1))
-    assert result["images"] == 7 and result["decoded"] == 7, result
+    assert result["images"] == 10 and result["decoded"] == 10, result
     assert all(width > 100 and height > 100 for width, height in result["sizes"])
     assert result["resources"] == [] and requests == []
     # The report itself, unmodified, as a screenshot; still no request.
@@ -168,3 +210,39 @@ def test_the_network_check_sees_a_request_and_the_csp_blocks_it(report_path, tmp
     with_csp.write_text(page.replace("</body>", tracer), encoding="utf-8")
     _, requests = run_chromium(with_csp, tmp_path, "--dump-dom")
     assert requests == []                                          # and the report's CSP forbids it
+
+
+FIRST_SCREEN_PROBE = """<script>
+window.addEventListener('load', () => {
+  const box = id => { const r = document.getElementById(id).getBoundingClientRect();
+                      return {top: r.top, bottom: r.bottom, width: r.width, height: r.height}; };
+  const out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify({viewport: [window.innerWidth, window.innerHeight],
+                                    headline: box('headline'), figure: box('figure-heldout')});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("compare", [False, True], ids=["one run", "two runs"])
+def test_the_headline_and_the_first_figure_are_on_the_first_screen(report_path, tmp_path, compare):
+    page_path = report_path
+    if compare:
+        from test_drift import build_run_b
+
+        page_path = tmp_path / "compare.html"
+        other = build_run_b(tmp_path / "uniform.duckdb")
+        assert CliRunner().invoke(cli, ["report", "--db", str(report_path.parent / "coevolve.duckdb"), "--compare",
+                                        str(other), "-o", str(page_path), "--no-diversity"]).exit_code == 0
+    page = page_path.read_text(encoding="utf-8")
+    probed = tmp_path / "first_screen.html"
+    probed.write_text(page.replace("default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';")
+                      .replace("</body>", FIRST_SCREEN_PROBE + "</body>"), encoding="utf-8")
+    dom, _ = run_chromium(probed, tmp_path, "--dump-dom", "--window-size=1280,800")
+    found = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1))
+    height = found["viewport"][1]
+    assert found["viewport"][0] == 1280 and height <= 800, found
+    assert 0 <= found["headline"]["top"] and found["headline"]["bottom"] <= height, found
+    assert found["figure"]["height"] > 150 and found["figure"]["bottom"] <= height, found

@@ -229,7 +229,8 @@ KILL_AT = [
 
 def run_until(db: Path, config: Path, kill_at: str | None) -> tuple[int, list[str]]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
-    command = [sys.executable, "-m", "coevolve_engine.cli", "run", "--config", str(config), "--db", str(db)]
+    command = [sys.executable, "-m", "coevolve_engine.cli", "run", "--config", str(config), "--db", str(db),
+               "--verbose"]  # the mid-phase lines it kills at are detail lines
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     seen = []
     assert process.stdout is not None
@@ -266,6 +267,7 @@ def test_killed_at_every_phase_boundary_and_mid_phase_the_run_resumes_to_the_sam
         assert duplicates == 0
     code, lines = run_until(db, config, None)
     assert code == 0, "\n".join(lines[-30:])
+    assert lines[0].startswith("took over the lease of `run`")  # the killed run's, before anything else
     assert any(line.startswith("resuming at round 0") for line in lines) or lines[1].startswith("resuming")
     assert snapshot(db) == snapshot(straight)
     resumed = rows(db, "SELECT round, phase FROM run_phases WHERE attempts > 1 ORDER BY ALL")

@@ -61,7 +61,8 @@ def calc_store(db_path, jsonl):
     ["query", "select 1 AS x", "--format", "parquet", "-o"],
     ["query", "select 1 AS x", "--write", "-o"],
     ["candidates", "-o"],
-    ["report", "--out"],
+    ["report", "-o"],
+    ["report", "--out"],  # the old spelling, kept for one release
 ])
 def test_an_output_path_that_is_the_store_is_refused(calc_store, command):
     before = table_hashes(calc_store)
@@ -75,7 +76,7 @@ def test_no_output_replaces_any_duckdb_file_even_with_force(calc_store, tmp_path
     with Store(other) as store:
         store.add_records("tasks", [{"task_id": "keep-me"}], label="tasks")
     before = table_hashes(other)
-    for command in (["query", "select 1 AS x", "-o", other, "--force"], ["report", "--out", other, "--force"],
+    for command in (["query", "select 1 AS x", "-o", other, "--force"], ["report", "-o", other, "--force"],
                     ["query", "select 1 AS x", "-o", other, "--format", "csv"]):
         result = invoke(*command, "--db", calc_store)
         assert result.exit_code == 1 and "is a DuckDB database" in result.output
@@ -96,7 +97,7 @@ def test_an_existing_file_of_another_kind_needs_force(calc_store, tmp_path):
     assert same_kind.read_text() == "x\n1\n"
     page = tmp_path / "page.html"
     page.write_text("not a page")
-    assert "is not an HTML page" in invoke("report", "--out", page, "--db", calc_store).output
+    assert "is not an HTML page" in invoke("report", "-o", page, "--db", calc_store).output
 
 
 def test_an_output_into_a_missing_folder_is_named(calc_store, tmp_path):
@@ -108,7 +109,7 @@ def test_export_never_writes_over_a_store(calc_store, tmp_path):
     out = tmp_path / "export"
     out.mkdir()
     (out / "train.parquet").write_bytes(calc_store.read_bytes())  # a store copied to the wrong name
-    result = invoke("export", "--round", "0", "--format", "verl", "--out", out, "--uniform", "--db", calc_store)
+    result = invoke("export", "--round", "0", "--layout", "verl", "-o", out, "--uniform", "--db", calc_store)
     assert result.exit_code == 1 and "is a DuckDB database" in result.output
 
 
@@ -174,6 +175,31 @@ def test_the_lease_is_reentrant_within_a_process_and_refuses_a_reused_pid(calc_s
     with pytest.raises(StoreBusyError, match="on elsewhere.*delete from store_lease"):
         with hold_lease(calc_store, "run", wait=5):
             pass
+
+
+CREATOR = textwrap.dedent("""
+    import sys, time
+    from coevolve_engine.store import Store
+    while time.time() < float(sys.argv[2]):
+        pass
+    with Store(sys.argv[1], wait=60) as store:
+        store.add_records("tasks", [{"task_id": "t"}], label="tasks")
+    print("ok", flush=True)
+""")
+
+
+def test_processes_creating_one_store_at_once_all_open_it(tmp_path):
+    import time
+
+    db = tmp_path / "new.duckdb"
+    start = str(time.time() + 3)  # every process past its imports, then all at once
+    processes = [subprocess.Popen([sys.executable, "-c", CREATOR, str(db), start], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    outputs = [process.communicate(timeout=300) for process in processes]
+    assert [process.returncode for process in processes] == [0] * 8, outputs
+    with Store(db, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM tasks") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.duckdb"]  # no draft left behind
 
 
 # -- 3. the whole config is checked before a round writes anything -----------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -39,7 +40,8 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
               help="Reject a task whose prompt has a cosine similarity at least this high to a stored training "
                    "task's or to one accepted before it. A task whose prompt is an eval task's is always rejected.")
 @click.option("--no-cache", is_flag=True, help="Ask the models again even for requests answered before.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a line per explored world.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show a progress bar on a terminal, a line per explored world otherwise.")
 @long_job("bootstrap", can_create=True)
 @db_option
 @wait_option
@@ -53,13 +55,17 @@ def bootstrap(env: str, explorer_model: str, model: str | None, n: int, seed: in
     abstracted into task drafts and validated (schema, ground-truth replay, novelty), until N tasks are
     accepted or the budget of worlds is spent. Accepted tasks join the store as split 'train'.
     """
+    from coevolve_engine.progress import Display, detail, progress as bar
     from coevolve_engine.synthesis.bootstrap import D0_QUERY, bootstrap as build
 
-    report = build(db, env=env, n=n, explorer_model=explorer_model, model=model, api_base=api_base,
-                   api_key=api_key, explorer_api_base=explorer_api_base, seed=seed, max_worlds=max_worlds,
-                   tasks_per_world=tasks_per_world, max_explore_steps=max_explore_steps, timeout=timeout,
-                   retries=retries, cache=not no_cache, novelty_threshold=novelty_threshold, wait=wait,
-                   progress=(lambda line: click.echo(line, err=True)) if progress else None)
+    # a bar on a terminal; elsewhere (a log, CI) the line per explored world, as before
+    display = Display(stream=sys.stderr, verbose=not sys.stderr.isatty())
+    with bar(display if progress else print, "bootstrap", total=n, unit="task"):
+        report = build(db, env=env, n=n, explorer_model=explorer_model, model=model, api_base=api_base,
+                       api_key=api_key, explorer_api_base=explorer_api_base, seed=seed, max_worlds=max_worlds,
+                       tasks_per_world=tasks_per_world, max_explore_steps=max_explore_steps, timeout=timeout,
+                       retries=retries, cache=not no_cache, novelty_threshold=novelty_threshold, wait=wait,
+                       progress=(lambda line: detail(display, line)) if progress else None)
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.rejected.items()))
     skipped = f" ({report.skipped} explored by an earlier run, skipped)" if report.skipped else ""
     click.echo(f"explored {report.explored} worlds of {report.env}{skipped}; {report.proposed} candidates proposed; "

@@ -19,35 +19,48 @@ Examples:
 @click.option("--quick", is_flag=True, help="A small, fast demo (few tasks, 2 short rounds).")
 @click.option("--set", "-s", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a setting of the demo's run.toml (as `coevolve-engine run --set`).")
-def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tuple[str, ...]) -> None:
+@click.option("--verbose", "-v", is_flag=True,
+              help="Also show every detail line (each GRPO group written, each verdict); they always go to "
+                   "DIR/run.log.")
+def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tuple[str, ...], verbose: bool) -> None:
     """Watch an agent and its tasks co-evolve: offline, no GPU, no API key.
 
     Builds a store of calc tasks (training tasks covering part of the skill space, held-out tasks covering all
     of it), a tiny Qwen3 policy, and runs `coevolve-engine run` on them: a supervised warm-up, then rounds of
     GRPO training, held-out evaluation, signals, failure patterns, new tasks synthesized around them,
     validation and new weights. Run it again to resume or extend it.
+
+    On a terminal each long phase shows a progress bar and each round ends with one line; with the output
+    redirected, plain lines every half minute. At the end: the table of rounds and DIR/report.html.
     """
     from coevolve_engine.cli.output import render_table
-    from coevolve_engine.demo import run_demo
+    from coevolve_engine.demo import run_demo, write_report
     from coevolve_engine.loop.summary import loop_cost, rounds_table
+    from coevolve_engine.progress import Display
     from coevolve_engine.store import Store
 
-    db, config = run_demo(folder, quick=quick, rounds=rounds, seed=seed, overrides=overrides,
-                          echo=lambda line: click.echo(line))
+    folder.mkdir(parents=True, exist_ok=True)
+    display = Display(verbose=verbose, log=folder / "run.log")
+    try:
+        db, config = run_demo(folder, quick=quick, rounds=rounds, seed=seed, overrides=overrides, echo=display)
+    finally:
+        display.close()
     with Store(db, read_only=True) as store:
         table, cost = rounds_table(store, config), loop_cost(store)
     click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates, "
                "seconds of training and of feedback work):")
     click.echo(render_table(table))
     click.echo(cost)
+    report = write_report(folder, db, config)
     click.echo(f"""
+The report: {report}  (open it in a browser; the result first, the details folded below)
+Every detail line of the run is in {folder / 'run.log'}.
 The store is {db}. Every figure above is a row of run_rounds; try:
   coevolve-engine query --db {db} "select * from run_rounds"
   coevolve-engine query --db {db} "select label, success_rate, tasks from evaluations order by created_at"
   coevolve-engine query --db {db} "select round, reason from weight_sets order by round"
   coevolve-engine candidates --db {db} --verdict accepted
-  coevolve-engine drift --db {db}
-  coevolve-engine report --db {db} --out {folder / 'report.html'}""")
+  coevolve-engine drift --db {db}""")
 
 
 def register(group: click.Group) -> None:

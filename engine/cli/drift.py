@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from coevolve_engine.cli.options import db_option, signal_options, wait_option
+from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.drift import METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
 
@@ -17,8 +17,9 @@ TABLES = ("summary", *METRIC_QUERIES, "weights")
 
 def diversity_options(command):
     for option in reversed((
-        click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True,
-                     help="SR@k: the nearest neighbours of each task's prompt embedding."),
+        click.option("--neighbours", "k", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="SR@k's k: the nearest neighbours of each task's prompt embedding."),
+        renamed("--k", "k", type=click.IntRange(min=1), help_name="--neighbours"),
         click.option("--no-diversity", is_flag=True,
                      help="Leave out SR@k and ED_rel (no prompt is embedded)."),
     )):
@@ -132,32 +133,63 @@ def compare_or_summary(reports) -> pl.DataFrame:
 
 
 @click.command(epilog="""\b
-Example:
-  coevolve-engine report --out report.html --db runs/coevolve.duckdb""")
+Examples:
+  coevolve-engine report -o report.html --db runs/coevolve.duckdb
+  coevolve-engine report --db runs/coevolve.duckdb --compare runs/uniform.duckdb -o compare.html
+\b
+The page leads with the result: a headline (held-out success from start to end, steps, tasks added, the
+loop's cost) and four figures (held-out success against step, flagged rollouts per signal per round, the
+task set's growth and synthesized share, acceptance per signal); then the failure patterns in words, with
+their lineage across rounds; then every table, folded.""")
 @signal_options
 @diversity_options
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
               show_default=True, help="The HTML file to write (never the store or another DuckDB file).")
-@click.option("--force", is_flag=True, help="Replace --out even when it is not an HTML page (a store never is).")
+@renamed("--out", "output", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace --output even when it is not an HTML page (a store never is).")
+@click.option("--compare", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Another run's store: the two runs side by side in the same layout.")
 @click.option("--title", default=None, help="The page title (default: the store's file name).")
 @click.option("--top-patterns", type=click.IntRange(min=0), default=5, show_default=True,
-              help="Failure patterns shown with their summaries and example trajectories.")
+              help="Failure patterns shown in words, and with their summaries and example trajectories.")
 @db_option
 @wait_option
-def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, out: Path, force: bool, title, top_patterns,
-           db: Path, wait: float) -> None:
-    """Write one self-contained HTML page about the run (figures embedded, nothing loaded from the network)."""
+def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, output: Path, force: bool, compare,
+           title, top_patterns, db: Path, wait: float) -> None:
+    """Write one self-contained HTML page about the run, the result first (figures embedded, nothing loaded
+    from the network)."""
+    from contextlib import ExitStack
+
     from coevolve_engine.outputs import check_output, write_output
     from coevolve_engine.report import build_report
 
-    check_output(out, "html", db=db, force=force)  # before the analysis, not after it
+    check_output(output, "html", db=db, force=force)  # before the analysis, not after it
+    if compare is not None:
+        check_output(output, "html", db=compare, force=force)
     params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
-    with open_for_reading(db, wait=wait) as opened:
-        page = build_report(opened.store, params, title=title or f"coevolve-engine report: {db.name}",
-                            label=db.stem, notes=[opened.note] if opened.note else [],
-                            top_patterns=top_patterns)
-    write_output(out, page, "html", db=db, force=force)
-    click.echo(f"wrote {out} ({len(page.encode()) // 1024} KiB)")
+    labels = _labels(db, compare) if compare is not None else (db.stem,)
+    with ExitStack() as stack:
+        opened = stack.enter_context(open_for_reading(db, wait=wait))
+        notes = [opened.note] if opened.note else []
+        other = None
+        if compare is not None:
+            opened_other = stack.enter_context(open_for_reading(compare, wait=wait))
+            notes += [f"{labels[1]}: {opened_other.note}"] if opened_other.note else []
+            other = (opened_other.store, labels[1])
+        default_title = (f"coevolve-engine report: {db.name}" if compare is None
+                         else f"coevolve-engine report: {labels[0]} and {labels[1]}")
+        page = build_report(opened.store, params, title=title or default_title, label=labels[0], notes=notes,
+                            top_patterns=top_patterns, compare_with=other)
+    write_output(output, page, "html", db=db, force=force)
+    click.echo(f"wrote {output} ({len(page.encode()) // 1024} KiB)")
+
+
+def _labels(first: Path, second: Path) -> tuple[str, str]:
+    """Names for two runs: their file names, or their folders' when the file names are the same."""
+    if first.stem != second.stem:
+        return first.stem, second.stem
+    a, b = first.resolve().parent.name, second.resolve().parent.name
+    return (a, b) if a != b else (str(first), str(second))
 
 
 def register(group: click.Group) -> None:

@@ -6,14 +6,16 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, require_store, wait_option
+from coevolve_engine.cli.options import db_option, renamed, require_store, wait_option
 from coevolve_engine.store import Store
+
+LAYOUTS = ("verl", "openrlhf")
 
 
 @click.command(epilog="""\b
 Examples:
-  coevolve-engine export --round 3 --format verl --out export/r3
-  coevolve-engine export --round 0 --format openrlhf --out export/r0 --uniform
+  coevolve-engine export --round 3 --layout verl -o export/r3
+  coevolve-engine export --round 0 --layout openrlhf -o export/r0 --uniform
 \b
 verl (train.parquet, read by verl's RLHFDataset; keys checked against verl 0.9.1):
   python -m verl.trainer.main_ppo data.train_files=export/r3/train.parquet \\
@@ -32,10 +34,11 @@ OpenRLHF (train.jsonl): --prompt_data export/r3/train.jsonl --input_key input --
 \b
 manifest.json maps each row index to its task and weight; import-rollouts --manifest reads it.""")
 @click.option("--round", "round_", type=click.IntRange(min=0), required=True, help="The round to export.")
-@click.option("--format", "format_", type=click.Choice(["verl", "openrlhf"]), required=True,
-              help="verl: train.parquet in verl's RL dataset layout; openrlhf: train.jsonl prompt data.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Directory to write the data file and manifest.json into (created if missing).")
+@click.option("--layout", type=click.Choice(LAYOUTS), default=None,
+              help="The trainer's data layout: verl (train.parquet, verl's RL dataset) or openrlhf (train.jsonl "
+                   "prompt data). Required.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory to write the data file and manifest.json into (created if missing). Required.")
 @click.option("--weights-from-round", type=click.IntRange(min=0), default=None,
               help="Read weights from this round of task_weights instead of --round's.")
 @click.option("--uniform", is_flag=True, help="Ignore task_weights: every task in the store with weight 1.")
@@ -44,11 +47,13 @@ manifest.json maps each row index to its task and weight; import-rollouts --mani
 @click.option("--tool", "tools", multiple=True,
               help="verl: a tool name that receives the task in extra_info.tools_kwargs (repeatable).")
 @click.option("--force", is_flag=True,
-              help="Replace files in --out that are not of the kind written (a store is never replaced).")
+              help="Replace files in --output that are not of the kind written (a store is never replaced).")
+@renamed("--format", "layout", type=click.Choice(LAYOUTS))
+@renamed("--out", "output", type=click.Path(file_okay=False, path_type=Path))
 @db_option
 @wait_option
-def export(round_: int, format_: str, out: Path, weights_from_round: int | None, uniform: bool, interaction: str,
-           tools: tuple[str, ...], force: bool, db: Path, wait: float) -> None:
+def export(round_: int, layout: str | None, output: Path | None, weights_from_round: int | None, uniform: bool,
+           interaction: str, tools: tuple[str, ...], force: bool, db: Path, wait: float) -> None:
     """Write a round's weighted task set for verl or OpenRLHF: one row per task with a weight above 0.
 
     Weights come from the store's task_weights table (the curriculum writes one set per round), from
@@ -57,8 +62,12 @@ def export(round_: int, format_: str, out: Path, weights_from_round: int | None,
     """
     from coevolve_engine.trainers.export import export_round
 
+    if layout is None:
+        raise click.UsageError("Missing option '--layout' (verl or openrlhf).")
+    if output is None:
+        raise click.UsageError("Missing option '-o' / '--output' (the directory to write into).")
     with Store(db, read_only=True, wait=wait) as store:
-        report = export_round(store, round_, format_, out, weights_from_round=weights_from_round, uniform=uniform,
+        report = export_round(store, round_, layout, output, weights_from_round=weights_from_round, uniform=uniform,
                               interaction=interaction or None, tools=tools, force=force)
     click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"
                + (f"; {report.left_out} with weight 0 left out" if report.left_out else "") + ")")
@@ -67,8 +76,8 @@ def export(round_: int, format_: str, out: Path, weights_from_round: int | None,
 
 @click.command(name="import-rollouts", epilog="""\b
 Examples:
-  coevolve-engine import-rollouts --format verl rollouts/r3 --step-offset 120
-  coevolve-engine import-rollouts --format verl rollouts/r3/17.jsonl --reward-range -1 1 --manifest export/r3
+  coevolve-engine import-rollouts --layout verl rollouts/r3 --step-offset 120
+  coevolve-engine import-rollouts --layout verl rollouts/r3/17.jsonl --reward-range -1 1 --manifest export/r3
 \b
 Each dump line becomes one trajectory: task from the line's task_id, else its gts (export sets
 ground_truth to the task id), else its index in --manifest; step = step + --step-offset;
@@ -77,8 +86,9 @@ messages = the input as the user turn and the output as the assistant turn; acti
 <tool_call> blocks in the output.""")
 @click.argument("paths", metavar="FILE_OR_DIR...", nargs=-1, required=True,
                 type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "format_", default="verl", show_default=True,
-              help="The dump format: a registered rollout importer (built in: verl).")
+@click.option("--layout", default="verl", show_default=True,
+              help="The dump's layout: a registered rollout importer (built in: verl).")
+@renamed("--format", "layout", type=str)
 @click.option("--step-offset", type=int, default=0, show_default=True,
               help="Added to every dumped step, to place the run after the store's history.")
 @click.option("--reward-range", type=(float, float), default=(0.0, 1.0), show_default=True, metavar="LO HI",
@@ -89,7 +99,7 @@ messages = the input as the user turn and the output as the assistant turn; acti
 @click.option("--no-actions", is_flag=True, help="Do not read <tool_call> blocks as the rollout's actions.")
 @db_option
 @wait_option
-def import_rollouts(paths: tuple[Path, ...], format_: str, step_offset: int, reward_range: tuple[float, float],
+def import_rollouts(paths: tuple[Path, ...], layout: str, step_offset: int, reward_range: tuple[float, float],
                     manifest: Path | None, policy: str | None, no_actions: bool, db: Path, wait: float) -> None:
     """Import rollouts a trainer dumped (verl's trainer.rollout_data_dir) as trajectories.
 
@@ -106,7 +116,7 @@ def import_rollouts(paths: tuple[Path, ...], format_: str, step_offset: int, rew
                             parse_actions=not no_actions,
                             index_to_task=read_manifest(manifest) if manifest else {})
     with Store(db, wait=wait) as store:
-        for report in run_import(store, paths, format=format_, options=options):
+        for report in run_import(store, paths, format=layout, options=options):
             click.echo(f"{report.path}: {report.records} rollouts, {report.added} added, "
                        f"{report.skipped} already present")
 

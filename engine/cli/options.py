@@ -98,3 +98,35 @@ def long_job(command: str, *, can_create: bool = False):
         return create_option(wrapper) if can_create else wrapper
 
     return decorate
+
+
+def renamed(old: str, new: str, *, value=None, type=None, help_name: str | None = None):
+    """Keeps the old spelling ``old`` of the option now called ``new`` (its parameter name) working for one
+    release: hidden from --help, it fills ``new`` and says on standard error what to write instead.
+
+    ``value``: the old spelling was a flag that meant this value of ``new`` (``--json`` for ``--format json``).
+    ``help_name``: the new spelling as the message shows it (default: ``--`` + ``new``).
+    """
+    dest = "renamed_" + old.lstrip("-").replace("-", "_") + "_to_" + new
+    shown = help_name or "--" + new.rstrip("_").replace("_", "-")
+
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            given = kwargs.pop(dest)
+            if given is None or given is False:
+                return function(*args, **kwargs)
+            source = click.get_current_context().get_parameter_source(new)
+            if source is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"{old} is the old spelling of {shown}: give one of them")
+            replacement = f"{shown} {value}" if value is not None else shown
+            click.echo(f"deprecated: {old} is now {replacement}; the old spelling goes in the next release",
+                       err=True)
+            kwargs[new] = value if value is not None else given
+            return function(*args, **kwargs)
+
+        option = (click.option(old, dest, is_flag=True, hidden=True, default=False) if value is not None
+                  else click.option(old, dest, type=type, hidden=True, default=None))
+        return option(wrapper)
+
+    return decorate

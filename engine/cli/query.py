@@ -13,16 +13,39 @@ from coevolve_engine.outputs import check_output
 from coevolve_engine.store import Store
 
 
+class QueryCommand(click.Command):
+    """query's help ends with what there is to query, read from the SQL files that define it."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from coevolve_engine.sqlfiles import catalog
+
+        super().format_epilog(ctx, formatter)
+        entries = catalog()
+        names = {kind: [e for e in entries if e.kind == kind] for kind in ("table", "view", "table macro",
+                                                                            "scalar macro")}
+        with formatter.section(f"Tables ({len(names['table'])})"):
+            formatter.write_text(", ".join(e.name for e in names["table"]))
+        with formatter.section(f"Views ({len(names['view'])})"):
+            formatter.write_dl([(e.name, _short(e.about)) for e in names["view"]])
+        with formatter.section(f"Table macros ({len(names['table macro'])}; the view's constants as arguments, "
+                               "e.g. forgetting_with(w := 5))"):
+            formatter.write_text(", ".join(e.name for e in names["table macro"]))
+        with formatter.section(f"Scalar macros ({len(names['scalar macro'])})"):
+            formatter.write_dl([(e.name, _short(e.about)) for e in names["scalar macro"]])
+
+
+def _short(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
 @click.command(
+    cls=QueryCommand,
     epilog="""\b
 Examples:
   coevolve-engine query "select signal, count(*) from flagged_trajectories group by signal"
   coevolve-engine query "select * from forgetting_with(w := 5) where step = \\$s" -p s 12
   echo "select * from rare_patterns where rare" | coevolve-engine query - --format csv
-\b
-Views: task_steps, group_outcomes, forgetting, forgetting_events, boundary, pattern_steps, rare_patterns,
-flagged_trajectories, task_signals; each has a table macro NAME_with(...) taking threshold, w, theta, min_n.
-Tables: tasks, trajectories, rounds, ingests, schema_migrations."""
+  coevolve-engine query "describe run_rounds"             a view's columns"""
 )
 @click.argument("sql")
 @click.option("-p", "--param", "params", type=(str, str), multiple=True, metavar="NAME VALUE",

@@ -46,7 +46,8 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
 @click.option("--model", required=True,
               help="A litellm model string (openai/..., hosted_vllm/..., any provider), a local model directory, "
                    "or 'reference' to play each task's reference solution (demonstrations for SFT warm-up).")
-@click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="Rollouts per task (a group).")
+@click.option("--group-size", "-k", "k", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Rollouts per task (a group).")
 @click.option("--step", type=click.IntRange(min=0), required=True, help="The training step these rollouts belong to.")
 @click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
               help="Roll out on at most this many tasks, drawn in a seeded order (default: all).")

@@ -55,10 +55,15 @@ Watch it from another shell (the store is free between units of work):
               help="Shortcut for --set rounds=N: the run stops once N rounds are finished.")
 @click.option("--print-config", is_flag=True,
               help="Print the configuration (every setting with its help) as TOML and exit.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Show every detail line (each GRPO group written, each verdict), not only a bar per phase and a "
+                   "line per phase and round.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append every line, details included, to this file (with times).")
 @db_option
 @wait_option
-def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, db: Path,
-        wait: float) -> None:
+def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, verbose: bool,
+        log_path: Path | None, db: Path, wait: float) -> None:
     """Co-evolve the policy and its tasks: rounds of weights, train, eval, signals, patterns, synthesize, validate.
 
     \b
@@ -93,8 +98,17 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
 
     quiet_libraries()
 
-    loop = RunLoop(db, config, wait=wait, echo=lambda line: click.echo(line))
-    report = loop.run()
+    from coevolve_engine.progress import Display
+
+    if log_path is not None:  # appended to, line by line: never the store, never a file of another kind
+        from coevolve_engine.outputs import check_output
+
+        check_output(log_path, "log", db=db)
+    display = Display(verbose=verbose, log=log_path)
+    try:
+        report = RunLoop(db, config, wait=wait, echo=display).run()
+    finally:
+        display.close()
     if report.done:
         from coevolve_engine.cli.output import render_table
         from coevolve_engine.loop.summary import loop_cost, rounds_table

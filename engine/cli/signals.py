@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, signal_options, wait_option
+from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.signals import SignalParams, summarise
 from coevolve_engine.store import Store
@@ -27,16 +27,18 @@ Every figure can be recomputed with coevolve-engine query, e.g.
 )
 @signal_options
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Rows in each top list.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--format", "format_", type=click.Choice(("table", "json")), default="table", show_default=True,
+              help="Output format: the summary as text, or as JSON.")
+@renamed("--json", "format_", value="json", help_name="--format")
 @db_option
 @wait_option
-def signals(threshold: float, w: int, theta: float, min_n: int, forgetting_form: str, top: int, as_json: bool, db: Path,
+def signals(threshold: float, w: int, theta: float, min_n: int, forgetting_form: str, top: int, format_: str, db: Path,
             wait: float) -> None:
     """Summarise where the agent is forgetting, uncertain (boundary) or rarely exercised (rare)."""
     params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
     with Store(db, read_only=True, wait=wait) as store:
         summary = summarise(store, params, top=top)
-    if as_json:
+    if format_ == "json":
         click.echo(json.dumps({
             "params": params.bind(), "totals": summary.totals, "detail": summary.detail,
             "flagged_trajectories": summary.flagged_trajectories,

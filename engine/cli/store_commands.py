@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import create_option, db_option, require_store, wait_option
+from coevolve_engine.cli.options import create_option, db_option, renamed, require_store, wait_option
 from coevolve_engine.ingest import FORMATS
 from coevolve_engine.records import FIELDS
 from coevolve_engine import sqlfiles
@@ -51,15 +51,17 @@ def _field_help(kind: str) -> str:
 )
 @click.argument("kind", type=click.Choice(["trajectories", "tasks"]))
 @click.argument("files_", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--format", "format_", type=click.Choice(FORMATS), default=None,
-              help="Input format; by default from the extension (.jsonl, .parquet) or a dataset directory.")
+@click.option("--layout", type=click.Choice(FORMATS), default=None,
+              help="How the files hold the records; by default from the extension (.jsonl, .parquet) or a "
+                   "dataset directory.")
+@renamed("--format", "layout", type=click.Choice(FORMATS))
 @click.option("--create-tasks", is_flag=True,
               help="trajectories: store a placeholder task (task_id only, source 'placeholder') for each task id "
                    "the store does not have; without it, trajectories of unknown tasks are refused.")
 @create_option
 @db_option
 @wait_option
-def ingest(kind: str, files_: tuple[Path, ...], format_: str | None, create_tasks: bool, create: bool, db: Path,
+def ingest(kind: str, files_: tuple[Path, ...], layout: str | None, create_tasks: bool, create: bool, db: Path,
            wait: float) -> None:
     """Load trajectory or task records from JSON lines, Parquet or a saved `datasets` dataset.
 
@@ -73,8 +75,8 @@ def ingest(kind: str, files_: tuple[Path, ...], format_: str | None, create_task
     require_store(db, create)
     with Store(db, wait=wait) as store:
         for path in files_:
-            report = store.ingest_trajectories(path, format=format_, create_tasks=create_tasks) \
-                if kind == "trajectories" else store.ingest_tasks(path, format=format_)
+            report = store.ingest_trajectories(path, format=layout, create_tasks=create_tasks) \
+                if kind == "trajectories" else store.ingest_tasks(path, format=layout)
             click.echo(f"{path}: {report.records} records, {report.added} added, {report.skipped} already present")
 
 

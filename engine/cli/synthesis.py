@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, long_job, wait_option
+from coevolve_engine.cli.options import db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.store import Store
 
@@ -34,10 +34,8 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--env", default="bfcl", show_default=True, help="llm-unguided: the environment to explore.")
 @click.option("--model", default=None, help="llm: the model that writes tasks (any litellm model string).")
 @click.option("--explorer-model", default=None, help="llm: the model that acts in the environment (default: --model).")
-@click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
-              help="llm: base URL of an OpenAI-compatible server for --model.")
+@endpoint_options
 @click.option("--explorer-api-base", default=None, help="llm: base URL for --explorer-model (default: --api-base).")
-@click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True, help="llm: the API key.")
 @click.option("--tasks-per-pattern", type=click.IntRange(min=1), default=2, show_default=True,
               help="llm: tasks to abstract from each pattern's exploration (llm-unguided: from each world's).")
 @click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
@@ -51,7 +49,8 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @db_option
 @wait_option
 def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None, explorer_model: str | None,
-               api_base: str | None, explorer_api_base: str | None, api_key: str | None, tasks_per_pattern: int,
+               api_base: str | None, api_key: str | None, timeout: float, retries: int,
+               explorer_api_base: str | None, tasks_per_pattern: int,
                max_explore_steps: int, no_cache: bool, max_candidates: int, seed: int, db: Path,
                wait: float) -> None:
     """Propose candidate tasks for a round's failure patterns and store them as pending.
@@ -67,7 +66,7 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
             raise click.UsageError(f"--synthesizer {synthesizer} needs --model")
         options = dict(store_path=db, model=model, explorer_model=explorer_model, api_base=api_base,
                        explorer_api_base=explorer_api_base, api_key=api_key, max_explore_steps=max_explore_steps,
-                       cache=not no_cache)
+                       cache=not no_cache, timeout=timeout, retries=retries)
         if synthesizer == "llm":
             options["tasks_per_pattern"] = tasks_per_pattern
         else:
@@ -94,7 +93,8 @@ Checks, in order; the first that fails is the candidate's reason:
 Examples:
   coevolve-engine validate --round 1
   coevolve-engine validate --judge-model openai/gpt-4o-mini
-  coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 -k 4""")
+  coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 \\
+      --attempts 4""")
 @round_option("Only the candidates of this round (default: every pending candidate).")
 @click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
               help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored training "
@@ -102,12 +102,10 @@ Examples:
 @click.option("--agent-model", default=None,
               help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
                    "directory) and record its success rate.")
-@click.option("--api-base", default=None, envvar="COEVOLVE_API_BASE", show_envvar=True,
-              help="Base URL of an OpenAI-compatible server for --agent-model.")
-@click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
-              help="API key for --agent-model (default: the provider's usual environment variable).")
-@click.option("-k", "k", type=click.IntRange(min=1), default=4, show_default=True,
+@endpoint_options
+@click.option("--attempts", type=click.IntRange(min=1), default=4, show_default=True,
               help="Agent rollouts per candidate.")
+@renamed("-k", "attempts", type=click.IntRange(min=1))
 @click.option("--max-success-rate", type=click.FloatRange(0, 1), default=None,
               help="Reject a candidate the agent solves more often than this (e.g. 0.99: a group that always "
                    "succeeds has no GRPO advantage). Default: record the rate, reject nothing on it.")
@@ -120,7 +118,7 @@ Examples:
 @db_option
 @wait_option
 def validate(round_: int | None, novelty_threshold: float, agent_model: str | None, api_base: str | None,
-             api_key: str | None, k: int, max_success_rate: float | None, judge_model: str | None,
+             api_key: str | None, timeout: float, retries: int, attempts: int, max_success_rate: float | None, judge_model: str | None,
              judge_api_base: str | None, progress: bool, db: Path, wait: float) -> None:
     """Run the validation checks on every pending candidate and record each verdict.
 
@@ -137,13 +135,14 @@ def validate(round_: int | None, novelty_threshold: float, agent_model: str | No
         from coevolve_engine.cli.rollout import make_agent
 
         agent = make_agent(agent_model, api_base=api_base, api_key=api_key, temperature=0.9, max_tokens=1024,
-                           timeout=60.0, retries=2, max_steps=30, policy=None)
+                           timeout=timeout, retries=retries, max_steps=30, policy=None)
     judge = None
     if judge_model is not None:
         from coevolve_engine.llm import LLMClient
         from coevolve_engine.synthesis.judge import LLMJudge
 
-        judge = LLMJudge(LLMClient(db, judge_model, api_base=judge_api_base, api_key=api_key, wait=wait), db)
+        judge = LLMJudge(LLMClient(db, judge_model, api_base=judge_api_base, api_key=api_key, timeout=timeout,
+                                retries=retries, wait=wait), db)
     with Store(db, read_only=True, wait=wait) as store:
         pending = len(pending_candidates(store, round_))
     if not pending:
@@ -151,7 +150,7 @@ def validate(round_: int | None, novelty_threshold: float, agent_model: str | No
         return
     with click.progressbar(length=pending, label="validating", file=sys.stderr,
                            hidden=not progress) as bar:
-        report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold, agent=agent, k=k,
+        report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold, agent=agent, k=attempts,
                                      max_success_rate=max_success_rate, judge=judge, wait=wait,
                                      on_verdict=lambda verdict: bar.update(1))
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.by_reason.items()))

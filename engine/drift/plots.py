@@ -14,7 +14,10 @@ import polars as pl
 from coevolve_engine.drift.metrics import DriftReport
 from coevolve_engine.errors import CoevolveError
 
-FIGURES = ("distribution", "signals", "patterns", "success", "diversity", "eval", "eval_similarity")
+#: every figure; the report leads with KEY_FIGURES (the result) and folds the others below
+FIGURES = ("heldout", "signals", "growth", "acceptance", "eval", "distribution", "patterns", "success", "diversity",
+           "eval_similarity")
+KEY_FIGURES = FIGURES[:4]
 _SIGNALS = ("forgetting", "boundary", "rare")
 _BIN_COLORS = {-1.0: "C0", 0.5: "C1", 0.7: "C2", 0.9: "C3"}  # drift_eval_similarity's bins, by lower edge
 
@@ -70,7 +73,7 @@ def distribution(reports: list[DriftReport]):
 def signals(reports: list[DriftReport]):
     """Flagged rollouts per signal per round (bars), one panel per run."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 3.3), squeeze=False)
     for ax, report in zip(axes[0], reports):
         frame = report["signals"]
         rounds = frame["round"].to_list()
@@ -217,7 +220,88 @@ def eval_similarity(reports: list[DriftReport]):
     return fig
 
 
-_DRAW = {"distribution": distribution, "signals": signals, "patterns": patterns, "success": success,
+def heldout(reports: list[DriftReport]):
+    """Held-out success against training step, every run on one axes (drift_eval_steps), round boundaries
+    dashed: the result at a glance."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.3))
+    drawn = False
+    for report in reports:
+        evaluated = report["eval_steps"].filter(pl.col("eval_success").is_not_null())
+        if evaluated.height:
+            ax.plot(evaluated["step"], evaluated["eval_success"], marker="o", label=report.label)
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "no evaluations on the held-out tasks", ha="center", va="center", transform=ax.transAxes)
+    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+        ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out success")
+    ax.set_title("held-out success against step")
+    if drawn:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def growth(reports: list[DriftReport]):
+    """The task set per round (bars: seed and synthesized tasks) and its synthesized share (line), one panel per
+    run (drift_synthesis)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 3.3), squeeze=False)
+    for ax, report in zip(axes[0], reports):
+        frame = report["synthesis"].sort("round")
+        if not frame.height:
+            ax.text(0.5, 0.5, "no task sets (weight sets)", ha="center", va="center", transform=ax.transAxes)
+        else:
+            rounds = frame["round"].to_list()
+            synthesized = [v or 0 for v in frame["synthesized"].to_list()]
+            seed = [(t or 0) - s for t, s in zip(frame["tasks"].to_list(), synthesized)]
+            ax.bar(rounds, seed, color="C0", label="seed tasks")
+            ax.bar(rounds, synthesized, bottom=seed, color="C2", label="synthesized")
+            share = ax.twinx()
+            share.plot(rounds, [v or 0 for v in frame["synthesized_share"].to_list()], color="C3", marker="o",
+                       label="synthesized share")
+            share.set_ylim(0, 1)
+            share.set_ylabel("synthesized share")
+            ax.set_xticks(rounds)
+            ax.legend(fontsize=8, loc="upper left")
+        ax.set_title(f"{report.label}: task set by round")
+        ax.set_xlabel("round")
+        ax.set_ylabel("training tasks")
+    fig.tight_layout()
+    return fig
+
+
+def acceptance(reports: list[DriftReport]):
+    """Of the candidates synthesized for each signal's patterns, the share validation accepted, per round
+    (drift_candidates), one panel per run."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 3.3), squeeze=False)
+    for ax, report in zip(axes[0], reports):
+        frame = report["candidates"]
+        if not frame.height:
+            ax.text(0.5, 0.5, "no candidates", ha="center", va="center", transform=ax.transAxes)
+        else:
+            rounds = sorted(frame["round"].unique().to_list())
+            signals = sorted({s or "unguided" for s in frame["signal"].to_list()})
+            width = 0.8 / len(signals)
+            for i, signal in enumerate(signals):
+                part = frame.filter(pl.col("signal").fill_null("unguided") == signal)
+                shares = [part.filter(pl.col("round") == r)["acceptance"].sum() for r in rounds]
+                ax.bar([r + (i - (len(signals) - 1) / 2) * width for r in rounds], shares, width, label=signal)
+            ax.set_xticks(rounds)
+            ax.set_ylim(0, 1.05)
+            ax.legend(fontsize=8)
+        ax.set_title(f"{report.label}: candidates accepted, by signal")
+        ax.set_xlabel("round")
+        ax.set_ylabel("acceptance")
+    fig.tight_layout()
+    return fig
+
+
+_DRAW = {"heldout": heldout, "growth": growth, "acceptance": acceptance, "distribution": distribution, "signals": signals, "patterns": patterns, "success": success,
          "diversity": diversity, "eval": eval_success, "eval_similarity": eval_similarity}
 
 

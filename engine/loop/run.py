@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -42,14 +43,19 @@ from coevolve_engine.loop.summary import (
     ROUND_SIGNALS_SQL,
     describe,
     plain_outputs,
+    round_line,
     round_totals,
     to_json,
 )
 from coevolve_engine.loop.train_round import train_round
+from coevolve_engine.progress import advance, detail, progress
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
 PHASES = ("bootstrap", "weights", "warmup", "train", "eval", "signals", "patterns", "synthesize", "validate")
 FEEDBACK_PHASES = ("signals", "patterns", "synthesize", "validate")
+#: the phases that show a progress bar, and what the bar counts (short phases show only their closing line)
+BAR_UNITS = {"bootstrap": "task", "warmup": "step", "train": "step", "eval": "task", "patterns": "pattern",
+             "synthesize": "candidate", "validate": "candidate"}
 
 
 
@@ -182,7 +188,9 @@ class RunLoop:
         if resumed:
             self.echo(f"{label} resuming an interrupted attempt")
         started = time.perf_counter()
-        outputs = getattr(self, f"_phase_{phase}")(round_, label)
+        with progress(self.echo, label, total=self._bar_total(phase), unit=BAR_UNITS.get(phase, "step")) \
+                if phase in BAR_UNITS else _no_bar():
+            outputs = getattr(self, f"_phase_{phase}")(round_, label)
         seconds = time.perf_counter() - started
         if outputs is not None:  # phases that committed their own 'finished' return None from _finished
             self._finish(round_, phase, outputs, seconds)
@@ -191,7 +199,18 @@ class RunLoop:
                                 {"r": round_, "p": phase}).fetchall()[0]
         outputs = json.loads(row[0])
         self.echo(f"{label} done in {row[1]:.1f} s: {describe(phase, outputs)}")
+        if phase == self.phases(round_)[-1]:
+            with self._store(read_only=True) as store:
+                self.echo(round_line(store, self.config, round_))
         return PhaseResult(round_, phase, float(row[1]), outputs, resumed)
+
+    def _bar_total(self, phase: str) -> int | None:
+        """What a phase's bar counts up to, where it is known before the phase starts."""
+        if phase == "validate":
+            with self._store(read_only=True) as store:
+                return store.scalar("SELECT count(*) FROM candidates WHERE verdict = 'pending'") or None
+        return {"warmup": self.config.warmup.steps, "train": self.config.trainer.steps_per_round,
+                "bootstrap": self.config.bootstrap.n}.get(phase)
 
     def _start(self, round_: int, phase: str) -> bool:
         """Record that the phase starts; True when an earlier attempt was interrupted."""
@@ -260,9 +279,9 @@ class RunLoop:
 
         c = self.config
         b = c.bootstrap
-        self.echo(f"{label} {b.n} tasks by unguided exploration with {b.explorer_model}")
+        detail(self.echo, f"{label} {b.n} tasks by unguided exploration with {b.explorer_model}")
         options = {"novelty_threshold": c.validation.novelty_threshold, "wait": self.wait,
-                   "progress": lambda line: self.echo(f"{label} {line}"), **b.options}
+                   "progress": lambda line: detail(self.echo, f"{label} {line}"), **b.options}
         report = bootstrap(self.db, env=c.env, n=b.n, explorer_model=b.explorer_model, model=b.model or None,
                            api_base=b.api_base or None, seed=c.seed, round=0, **options)
         with self._store(read_only=True) as store:
@@ -298,12 +317,12 @@ class RunLoop:
         output_dir = Path(c.trainer.output_dir).resolve() / "round-0" / "warmup"
         source = BatchSource.from_store(self.db, round_, seed=c.seed, wait=self.wait)
         trainer_class = TRAINERS.load(c.warmup.trainer)
-        self.echo(f"{label} {c.warmup.trainer}: {c.warmup.steps} steps from {c.trainer.model}")
+        detail(self.echo, f"{label} {c.warmup.trainer}: {c.warmup.steps} steps from {c.trainer.model}")
         trainer = trainer_class.for_run(
             db=self.db, environment=self.environment, source=source, sink=None,
             model=str(Path(c.trainer.model).resolve()), output_dir=str(output_dir), seed=c.seed, start_step=0,
             policy_name=c.trainer.policy_name, options=c.warmup.options)
-        trainer.progress = lambda line: self.echo(f"{label} {line}")
+        trainer.progress = lambda line: detail(self.echo, f"{label} {line}")
         report = trainer.train(c.warmup.steps)
         if report.checkpoint is None:
             raise RunError(f"warm-up trainer {c.warmup.trainer} saved no checkpoint")
@@ -338,7 +357,7 @@ class RunLoop:
             "echo_label": label,
         }
         how = f" under `{c.trainer.launcher}`" if c.trainer.launcher else ""
-        self.echo(f"{label} {c.trainer.name}{how}: steps {first}..{first + steps - 1} from {policy}")
+        detail(self.echo, f"{label} {c.trainer.name}{how}: steps {first}..{first + steps - 1} from {policy}")
         started = time.perf_counter()
         result = self._launch(spec) if c.trainer.launcher else train_round(spec, self.echo)
         if not result or not result.get("checkpoint"):
@@ -369,7 +388,7 @@ class RunLoop:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert process.stdout is not None
         for line in process.stdout:
-            self.echo(line.rstrip("\n"))
+            detail(self.echo, line.rstrip("\n"))
         if process.wait() != 0:
             raise RunError(f"the launched training exited with status {process.returncode}: {shlex.join(command)}")
         if not result_path(spec_path).exists():
@@ -407,15 +426,16 @@ class RunLoop:
         with self._store(read_only=True) as store:
             stored = find_evaluation(store, identifier)
         if stored is not None:
-            self.echo(f"{label} {name}: {stored.successes}/{stored.tasks} (stored evaluation {identifier})")
+            detail(self.echo, f"{label} {name}: {stored.successes}/{stored.tasks} (stored evaluation {identifier})")
             return stored
-        self.echo(f"{label} evaluating {name} on {len(tasks)} eval tasks")
+        detail(self.echo, f"{label} evaluating {name} on {len(tasks)} eval tasks")
         results = evaluate_policy(policy, self.environment, tasks, max_new_tokens=c.eval.max_new_tokens,
                                   max_turns=c.eval.max_turns, max_steps=settings["max_steps"])
         with self._store() as store:
             evaluation = record_evaluation(store, policy=policy, env=c.env, settings=settings, results=results,
                                            round=round_, label=name, step=step)
-        self.echo(f"{label} {name}: {evaluation.successes}/{evaluation.tasks} solved")
+        detail(self.echo, f"{label} {name}: {evaluation.successes}/{evaluation.tasks} solved")
+        advance(self.echo, advance=evaluation.tasks)
         return evaluation
 
     def _phase_signals(self, round_: int, label: str) -> dict[str, Any]:
@@ -446,7 +466,7 @@ class RunLoop:
         self._embedder, _ = embed_ahead(self.db, step=last, first_step=first, params=params,
                                         max_trajectories=c.patterns.max_trajectories, seed=c.seed + round_,
                                         signals=used, embedder=self._embedder, wait=self.wait,
-                                        progress=lambda line: self.echo(f"{label} {line}"))
+                                        progress=lambda line: detail(self.echo, f"{label} {line}"))
         with self._store() as store, store.transaction() as con:
             flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
             con.execute("DELETE FROM pattern_members WHERE pattern_id IN "
@@ -459,7 +479,7 @@ class RunLoop:
                 report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
                                        max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
                                        seed=c.seed + round_, replace=True, signals=used, embedder=self._embedder,
-                                       progress=lambda line: self.echo(f"{label} {line}"))
+                                       progress=lambda line: detail(self.echo, f"{label} {line}"))
                 outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
                                sizes=report.sizes,
                                dominant={p.pattern_id: p.dominant_signal for p in report.patterns})
@@ -485,7 +505,7 @@ class RunLoop:
         # an unguided synthesizer explores worlds drawn from its seed; SEED itself went to the bootstrap (D_0)
         seed = self.config.seed + round_ + (0 if guided else 1)
         what = f"for {patterns} patterns" if guided else "by unguided exploration (patterns are not used)"
-        self.echo(f"{label} {c.synthesizer}: up to {c.max_candidates} candidates {what}")
+        detail(self.echo, f"{label} {c.synthesizer}: up to {c.max_candidates} candidates {what}")
         with self._store() as store:
             report = synthesize(store, round=round_, synthesizer=c.synthesizer, max_candidates=c.max_candidates,
                                 seed=seed, options=options)
@@ -500,17 +520,19 @@ class RunLoop:
         c = self.config.synthesis
         client = LLMClient(self.db, c.summary_model, api_base=c.options.get("api_base"), wait=self.wait)
         report = summarise_patterns(self.db, round=round_, client=client, wait=self.wait)
-        self.echo(f"{label} summarised {len(report.outcomes)} patterns with {c.summary_model}")
+        detail(self.echo, f"{label} summarised {len(report.outcomes)} patterns with {c.summary_model}")
 
     def _phase_validate(self, round_: int, label: str) -> dict[str, Any]:
         from coevolve_engine.synthesis.validation import validate_candidates
 
         v = self.config.validation
-        counter = {"n": 0}
+        counter = {"n": 0, "accepted": 0}
 
         def on_verdict(verdict) -> None:
             counter["n"] += 1
-            self.echo(f"{label} {counter['n']}: {verdict.candidate_id} {verdict.verdict} ({verdict.reason})")
+            counter["accepted"] += verdict.verdict == "accepted"
+            detail(self.echo, f"{label} {counter['n']}: {verdict.candidate_id} {verdict.verdict} ({verdict.reason})")
+            advance(self.echo, done=counter["n"], accepted=counter["accepted"])
 
         if not v.enabled:
             validate_candidates(self.db, round=round_, env=self.environment, wait=self.wait, on_verdict=on_verdict,
@@ -554,3 +576,8 @@ def _comparable(config: dict[str, Any]) -> dict[str, Any]:
     trainer = {k: v for k, v in config.get("trainer", {}).items() if k != "launcher"}
     return {**{k: v for k, v in config.items() if k != "rounds"}, "trainer": trainer}
 
+
+
+@contextmanager
+def _no_bar():
+    yield None

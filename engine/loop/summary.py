@@ -70,6 +70,39 @@ def loop_cost(store: Store) -> str:
             f"during training {sink:.1f} s, counted as feedback; {PAPER_COST})")
 
 
+ROUND_LINE_SQL = """
+SELECT r.round, r.rollouts, r.train_success, r.start_eval, r.eval_success, r.forgetting, r.boundary, r.rare,
+       r.patterns, r.candidates, r.accepted, r.train_tasks,
+       (SELECT sum(seconds) FROM run_phases AS p WHERE p.round = r.round) AS seconds
+FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
+                     forgetting_form := $forgetting_form) AS r
+WHERE r.round = $round
+"""
+
+
+def round_line(store: Store, config: RunConfig, round_: int) -> str:
+    """The one line that closes a round: held-out success, flags per signal, patterns, accepted candidates and
+    the task set, from ``run_rounds_with`` at the run's signal constants (``ROUND_LINE_SQL``)."""
+    cursor = store.execute(ROUND_LINE_SQL, {**config.signal_params().bind(), "round": round_})
+    rows = cursor.fetchall()
+    if not rows:
+        return f"round {round_} finished"
+    r = dict(zip([c[0] for c in cursor.description], rows[0]))
+    for rate in ("start_eval", "eval_success"):  # rounded as the eval phase's line rounds them, so the two agree
+        r[rate] = None if r[rate] is None else round(float(r[rate]), 4)
+    held = "held-out -"
+    if r["eval_success"] is not None:
+        start = f"{pct(r['start_eval'])} -> " if r["start_eval"] is not None else ""
+        held = f"held-out {start}{pct(r['eval_success'])}"
+    flags = f"flagged forgetting {r['forgetting'] or 0}, boundary {r['boundary'] or 0}, rare {r['rare'] or 0}"
+    feedback = (f"; {r['patterns'] or 0} patterns, {r['accepted'] or 0}/{r['candidates'] or 0} candidates accepted"
+                if r["candidates"] is not None or r["patterns"] else "")
+    tasks = f"; {r['train_tasks']} training tasks" if r["train_tasks"] is not None else ""
+    took = f" in {r['seconds']:.0f} s" if r["seconds"] is not None else ""
+    return (f"round {round_} finished{took}: {held}, train success {pct(r['train_success'])} over "
+            f"{r['rollouts'] or 0} rollouts; {flags}{feedback}{tasks}")
+
+
 def round_totals(store: Store, config: RunConfig, first: int, last: int) -> dict[str, Any]:
     params = config.signal_params()
     cursor = store.execute(ROUND_TOTALS_SQL, {**params.bind(), "first": first, "last": last})

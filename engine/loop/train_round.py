@@ -46,12 +46,13 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
 
 
 class ProgressSink:
-    """Passes each group (or a step's groups) to the store sink, then prints a line per group (the rollouts
-    are in the store when it shows)."""
+    """Passes each group (or a step's groups) to the store sink, then reports them (the rollouts are in the
+    store when it shows): a detail line per group (the log, or the screen with --verbose) and the phase's bar
+    moved on."""
 
     def __init__(self, sink, echo: Callable[[str], None], label: str, first: int, steps: int) -> None:
         self.sink, self.echo, self.label, self.first, self.steps = sink, echo, label, first, steps
-        self.groups = self.rollouts = 0
+        self.groups = self.rollouts = self.solved = 0
 
     @property
     def store_seconds(self) -> float:
@@ -66,12 +67,17 @@ class ProgressSink:
         self._written(groups, step)
 
     def _written(self, groups, step: int) -> None:
+        from coevolve_engine.progress import advance, detail
+
         for group_id, rollouts in groups:
             self.groups += 1
             self.rollouts += len(rollouts)
             solved = sum(1 for r in rollouts if r.success)
-            self.echo(f"{self.label} step {step - self.first + 1}/{self.steps}: group {group_id} written "
-                      f"({solved}/{len(rollouts)} succeeded)")
+            self.solved += solved
+            detail(self.echo, f"{self.label} step {step - self.first + 1}/{self.steps}: group {group_id} written "
+                              f"({solved}/{len(rollouts)} succeeded)")
+        advance(self.echo, done=step - self.first + 1, rollouts=self.rollouts,
+                success=self.solved / self.rollouts if self.rollouts else None)
 
 
 def result_path(spec_path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""A run's self-contained HTML report (``coevolve-engine report --out report.html``)."""
+"""A run's self-contained HTML report (``coevolve-engine report -o report.html``)."""
 
 from coevolve_engine.report.html import CSP, build_report, render_report
 
