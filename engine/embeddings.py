@@ -67,28 +67,39 @@ class Embedder:
         self.computed += len(texts)
         return np.asarray(vectors, dtype=np.float32)
 
+    def cached(self, store: "Store", texts: list[str]) -> dict[str, np.ndarray]:
+        """The vectors ``store`` holds for ``texts`` under this model, by text hash."""
+        rows = store.execute(
+            "SELECT text_hash, vector FROM embeddings WHERE model = $model AND list_contains($hashes, text_hash)",
+            {"model": self.model_name, "hashes": sorted({text_hash(t) for t in texts})},
+        ).fetchall()
+        return {h: np.asarray(v, dtype=np.float32) for h, v in rows}
+
+    def compute(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Embed ``texts`` with the model (no cache, no store), by text hash."""
+        distinct = sorted({text_hash(t): t for t in texts}.items())
+        if not distinct:
+            return {}
+        vectors = self._encode([t for _, t in distinct])
+        return {h: v for (h, _), v in zip(distinct, vectors)}
+
+    def save(self, store: "Store", vectors: dict[str, np.ndarray]) -> None:
+        """Add ``vectors`` (by text hash) to ``store``'s cache, in one short transaction."""
+        if not vectors or store.read_only:
+            return
+        with store.transaction():
+            store.con.executemany(
+                "INSERT INTO embeddings (text_hash, model, dim, vector) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(h, self.model_name, int(v.shape[0]), v.tolist()) for h, v in vectors.items()],
+            )
+
     def embed(self, texts: list[str]) -> np.ndarray:
         """An (n, dim) float32 array of unit vectors, one row per text, in order."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        hashes = [text_hash(t) for t in texts]
-        cached: dict[str, np.ndarray] = {}
+        cached = self.cached(self.store, texts) if self.store is not None else {}
+        fresh = self.compute([t for t in texts if text_hash(t) not in cached])
         if self.store is not None:
-            rows = self.store.execute(
-                "SELECT text_hash, vector FROM embeddings WHERE model = $model AND list_contains($hashes, text_hash)",
-                {"model": self.model_name, "hashes": sorted(set(hashes))},
-            ).fetchall()
-            cached = {h: np.asarray(v, dtype=np.float32) for h, v in rows}
-        missing = sorted({h: t for h, t in zip(hashes, texts) if h not in cached}.items())
-        if missing:
-            vectors = self._encode([t for _, t in missing])
-            fresh = {h: v for (h, _), v in zip(missing, vectors)}
-            if self.store is not None and not self.store.read_only:
-                with self.store.transaction():
-                    self.store.con.executemany(
-                        "INSERT INTO embeddings (text_hash, model, dim, vector) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT DO NOTHING",
-                        [(h, self.model_name, int(v.shape[0]), v.tolist()) for h, v in fresh.items()],
-                    )
-            cached.update(fresh)
-        return np.stack([cached[h] for h in hashes])
+            self.save(self.store, fresh)
+        cached.update(fresh)
+        return np.stack([cached[text_hash(t)] for t in texts])

@@ -163,13 +163,15 @@ def _location(fmt: str, line: int) -> str:
 
 
 def _check_values(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: tuple[Field, ...]) -> None:
-    for name, predicate, message in _value_checks(fields):
-        column = quote_ident(name)
-        rows = con.execute(
-            f"SELECT _line, CAST({column} AS VARCHAR) FROM {_STAGED} WHERE {predicate} ORDER BY _line LIMIT 1"
-        ).fetchall()
-        if rows:
-            line, value = rows[0]
+    """Every value check in one scan of the staged records: the first check (in ``_value_checks`` order) that
+    any record fails is reported at the first line that fails it, as if the checks ran one after another."""
+    checks = _value_checks(fields)
+    firsts = ", ".join(f"min(_line) FILTER (WHERE {predicate})" for _, predicate, _ in checks)
+    found = con.execute(f"SELECT {firsts} FROM {_STAGED}").fetchall()[0]
+    for (name, _, message), line in zip(checks, found):
+        if line is not None:
+            value = con.execute(f"SELECT CAST({quote_ident(name)} AS VARCHAR) FROM {_STAGED} WHERE _line = $line",
+                                {"line": line}).fetchall()[0][0]
             raise IngestError(str(path), message.format(value=value), location=_location(fmt, line), field=name)
 
 

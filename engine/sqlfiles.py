@@ -2,12 +2,14 @@
 
 Migrations (``migrations/NNN_name.sql``) create tables; each runs once, inside a transaction, and is
 recorded in ``schema_migrations``. Views and macros (``views/<name>.sql``) are never migrated: they are
-rebuilt from their files every time a store is opened. A view file declares what it is built on with a
+rebuilt from their files whenever a store's definitions differ from the files of the code that opens it
+(``views_stamp`` names one set of files). A view file declares what it is built on with a
 ``-- requires: a, b`` comment line, and files are created in that dependency order.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -15,6 +17,7 @@ from importlib.resources import files
 
 _REQUIRES = re.compile(r"^--\s*requires:\s*(.*)$", re.MULTILINE)
 _MIGRATION_NAME = re.compile(r"^\d{3}_[a-z0-9_]+\.sql$")
+_CREATE = re.compile(r"\bCREATE OR REPLACE (VIEW|MACRO)\b")
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,12 @@ class SqlFile:
     name: str
     sql: str
     requires: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """'view' or 'macro' (what the file's CREATE OR REPLACE statement creates); '' for a migration."""
+        match = _CREATE.search(self.sql)
+        return match.group(1).lower() if match else ""
 
 
 def _read_dir(folder: str) -> list[tuple[str, str]]:
@@ -80,6 +89,20 @@ def as_temporary(sql: str) -> str:
     if count != 1:
         raise ValueError("a view file must contain one 'CREATE OR REPLACE VIEW|MACRO' statement")
     return rewritten
+
+
+@cache
+def views_stamp() -> str:
+    """A name for this code's view and macro definitions, together with the migrations they are built on:
+    ``views sha256:<digest>``. A store whose views carry this stamp (as their DuckDB comment) was built from
+    exactly these files, so an open need not rebuild them."""
+    digest = hashlib.sha256()
+    for migration in migrations():
+        digest.update(f"migration {migration.name}\n".encode())
+    for view in views():
+        digest.update(f"view {view.name} {len(view.sql)}\n".encode())
+        digest.update(view.sql.encode())
+    return f"coevolve-engine views sha256:{digest.hexdigest()}"
 
 
 _CREATE_TABLE = re.compile(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)", re.IGNORECASE)

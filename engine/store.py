@@ -1,9 +1,12 @@
 """The store: one DuckDB file that every part of the engine reads and writes.
 
 Opening a store for writing applies pending migrations (each in its own transaction, recorded in
-``schema_migrations``) and rebuilds every view and macro from ``sql/views``. Opening it read-only changes
-nothing in the file: the views are created as temporary objects of that connection instead, so a reader
-always sees the definitions of the code it runs.
+``schema_migrations``) and rebuilds every view and macro from ``sql/views`` unless the store's views already
+carry this code's stamp (``sqlfiles.views_stamp``, kept as each view's DuckDB comment): then the open costs
+milliseconds. Another version of the engine rebuilding its own views replaces them, and with them the comments,
+so the next open by this version rebuilds again; a store is never read through definitions other than the
+files of the code that reads it. Opening it read-only changes nothing in the file: when the stored views are
+not this code's, they are created as temporary objects of that connection instead.
 
 DuckDB lets one process hold a file for writing, and no other process may open it meanwhile, not even to
 read. Writers therefore hold the store only for one unit of work at a time, and both readers and writers
@@ -141,13 +144,17 @@ class Store:
             _create_file(self.path)
         self.con = connect(self.path, read_only=read_only, wait=wait)
         self._transaction_depth = 0
+        #: whether this open (re)built the views: persistent ones (writable) or temporary ones (read-only)
+        self.views_built = False
         try:
             if read_only:
                 self._check_schema()
-                self._create_views(temporary=True)
+                if not self._views_current():
+                    self._create_views(temporary=True)
             else:
-                self._migrate()
-                self._create_views(temporary=False)
+                migrated = self._migrate()
+                if migrated or not self._views_current():
+                    self._create_views(temporary=False)
         except duckdb.Error as exc:
             self.con.close()
             if is_damage(exc):
@@ -197,27 +204,58 @@ class Store:
                 f"(`coevolve-engine init --db {self.path}`) to apply them"
             )
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> int:
+        """Apply pending migrations; how many it applied."""
         self.con.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
         )
         applied = self._applied_migrations()
         self._check_known(applied)
+        count = 0
         for migration in sqlfiles.migrations():
             if migration.name in applied:
                 continue
             with self.transaction():
                 self.con.execute(migration.sql)
                 self.con.execute("INSERT INTO schema_migrations (name) VALUES ($name)", {"name": migration.name})
+            count += 1
+        return count
+
+    def _views_current(self) -> bool:
+        """Whether every view of this code's files is stored with this code's stamp as its comment.
+
+        Only views are checked (listing macros costs DuckDB 10-20 ms, listing views well under one): every
+        version of the engine rebuilds views and macros together, and ``CREATE OR REPLACE`` drops a comment,
+        so a rebuild by any other version, or a view replaced by hand, shows on the views."""
+        names = [view.name for view in sqlfiles.views() if view.kind == "view"]
+        stamped = self.con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main'"
+            " AND NOT temporary AND comment = $stamp AND list_contains($names, view_name)",
+            {"stamp": sqlfiles.views_stamp(), "names": names},
+        ).fetchall()[0][0]
+        return stamped == len(names)
 
     def _create_views(self, *, temporary: bool) -> None:
-        for view in sqlfiles.views():
-            sql = sqlfiles.as_temporary(view.sql) if temporary else view.sql
-            try:
-                self.con.execute(sql)
-            except duckdb.Error as exc:
-                raise StoreError(f"view {view.name}.sql failed to build: {exc}") from exc
+        """Build every view and macro from its file; persistent ones in one transaction, stamped last."""
+        def build() -> None:
+            for view in sqlfiles.views():
+                sql = sqlfiles.as_temporary(view.sql) if temporary else view.sql
+                try:
+                    self.con.execute(sql)
+                except duckdb.Error as exc:
+                    raise StoreError(f"view {view.name}.sql failed to build: {exc}") from exc
+
+        self.views_built = True
+        if temporary:
+            build()
+            return
+        stamp = "'" + sqlfiles.views_stamp().replace("'", "''") + "'"  # COMMENT takes no bound parameters
+        with self.transaction():
+            build()
+            for view in sqlfiles.views():
+                if view.kind == "view":
+                    self.con.execute(f"COMMENT ON VIEW {quote_ident(view.name)} IS {stamp}")
 
     # -- SQL ---------------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ def test_two_rounds_finish_and_the_table_is_printed(demo):
     folder, output = demo
     assert rows(folder, "SELECT round, status FROM rounds ORDER BY round") == [(0, "finished"), (1, "finished")]
     assert "Round by round" in output and f"coevolve-engine drift --db {folder / 'demo.duckdb'}" in output
+    assert "Loop cost: feedback " in output and "+12.76% on BFCL" in output  # the loop's cost, next to the paper's
     assert (folder / "run.toml").exists() and (folder / "policy" / "model.safetensors").exists()
 
 

@@ -164,6 +164,37 @@ def test_second_run_embeds_nothing_and_is_deterministic(flagged_store):
         "SELECT text_hash FROM embeddings").fetchall()}
 
 
+def test_embedding_runs_before_the_store_is_held_and_the_write_embeds_nothing(db_path, jsonl):
+    """`patterns` embeds with no store open, so another process can read the store meanwhile; clustering
+    and the write afterwards find every vector in the cache."""
+    import subprocess
+    import sys
+
+    from coevolve_engine.patterns.find import embed_ahead
+
+    tasks, rollouts = _records()
+    with Store(db_path) as store:
+        store.ingest_tasks(jsonl(tasks))
+        store.ingest_trajectories(jsonl(rollouts))
+    reads = []
+
+    class Watched(Embedder):
+        def _encode(self, texts):
+            probe = f"import duckdb; print(duckdb.connect({str(db_path)!r}, read_only=True).execute('SELECT 1').fetchall())"
+            reads.append(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout)
+            return super()._encode(texts)
+
+    embedder, embedded = embed_ahead(db_path, embedder=Watched())
+    assert embedded > 0 and reads == ["[(1,)]\n"]
+    with Store(db_path) as store:
+        assert store.scalar("SELECT count(*) FROM embeddings") == embedded
+        report = find_patterns(store, embedder=embedder)
+    assert report.embedded == 0 and len(reads) == 1 and report.flagged == 18
+    with pytest.raises(CoevolveError, match="round 0 already has"):
+        embed_ahead(db_path, round=0, embedder=Watched())
+    assert len(reads) == 1  # refused before any embedding
+
+
 def test_existing_round_refused_unless_replace(flagged_store):
     embedder = Embedder(store=flagged_store)
     find_patterns(flagged_store, embedder=embedder)

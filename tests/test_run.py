@@ -107,6 +107,7 @@ def straight(prepared, tmp_path_factory) -> Path:
                                       "--set", f"trainer.launcher={json.dumps(sys.executable)}"])
     assert result.exit_code == 0, result.output
     assert "2 of 2 rounds finished" in result.output
+    assert "Loop cost: feedback " in result.output and "over 2 rounds" in result.output
     return db
 
 
@@ -202,6 +203,18 @@ def test_the_figures_the_run_printed_are_recomputed_from_the_tables(straight):
         assert patterns == printed[(round_, "patterns")]["patterns"]
         assert (candidates, accepted) == (printed[(round_, "validate")]["candidates"],
                                           printed[(round_, "validate")]["accepted"])
+
+
+def test_each_round_reports_its_training_and_feedback_seconds(straight):
+    """Training is the train phase less its store writes (one per step); feedback is the rest of the round."""
+    printed = {r: json.loads(o) for r, o in rows(straight, "SELECT round, outputs FROM run_phases WHERE phase = 'train'")}
+    for round_, training, feedback, share, store_seconds, measured in rows(
+            straight, "SELECT r.round, r.training_seconds, r.feedback_seconds, r.feedback_share, c.store_seconds, "
+                      "c.measured_by FROM run_rounds AS r JOIN round_costs AS c USING (round) ORDER BY round"):
+        assert printed[round_]["store_writes"] == F  # one unit of work per training step
+        assert store_seconds == pytest.approx(printed[round_]["store_seconds"])
+        assert training > 0 and feedback > store_seconds and measured == "span"
+        assert share == pytest.approx(feedback / training)
 
 
 def test_a_finished_run_has_nothing_to_do_and_more_rounds_extend_it(straight, prepared):

@@ -48,6 +48,53 @@ def test_views_are_rebuilt_from_files_on_open(db_path):
         assert store.sql("SELECT * FROM boundary").columns[0] == "task_id"
 
 
+def test_an_up_to_date_store_opens_without_rebuilding_its_views(db_path):
+    with Store(db_path) as store:
+        assert store.views_built
+        stamps = store.execute("SELECT DISTINCT comment FROM duckdb_views() WHERE NOT internal").fetchall()
+        assert stamps == [(sqlfiles.views_stamp(),)]
+    with Store(db_path) as store:
+        assert not store.views_built
+        assert store.sql("SELECT * FROM boundary").columns[0] == "task_id"
+    with Store(db_path, read_only=True) as store:  # the stored views are this code's: no temporary copies
+        assert not store.views_built
+        assert store.scalar("SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal") == 0
+        assert store.sql("SELECT * FROM run_rounds").columns[0] == "round"
+
+
+def test_a_rebuild_by_another_version_is_rebuilt_again(db_path):
+    """Two versions opening one store alternately each see their own definitions: an older version rebuilds
+    its views without this code's stamp, a newer one with another stamp; either way the next open rebuilds."""
+    with Store(db_path) as store:
+        store.execute("CREATE OR REPLACE VIEW boundary AS SELECT 'older' AS x")  # an older version: no comment
+    with Store(db_path, read_only=True) as store:
+        assert store.views_built and store.sql("SELECT * FROM boundary").columns[0] == "task_id"
+    with Store(db_path) as store:
+        assert store.views_built and store.sql("SELECT * FROM boundary").columns[0] == "task_id"
+        store.execute("CREATE OR REPLACE VIEW boundary AS SELECT 'newer' AS x")
+        store.execute("COMMENT ON VIEW boundary IS 'coevolve-engine views sha256:0000'")  # a newer version
+    with Store(db_path) as store:
+        assert store.views_built and store.sql("SELECT * FROM boundary").columns[0] == "task_id"
+
+
+def test_a_migration_rebuilds_the_views(db_path):
+    """Views are rebuilt after every migration, even when they carry this code's stamp (forged here by undoing
+    the last migration under stamped views)."""
+    import duckdb as raw
+
+    assert sqlfiles.migrations()[-1].name == "008_store_lease"
+    Store(db_path).close()
+    con = raw.connect(str(db_path))
+    con.execute("DELETE FROM schema_migrations WHERE name = '008_store_lease'")
+    con.execute("DROP TABLE store_lease")
+    con.execute("ALTER TABLE tasks DROP COLUMN ingest_line")
+    con.execute("ALTER TABLE trajectories DROP COLUMN ingest_line")
+    con.close()
+    with Store(db_path) as store:
+        assert store.views_built
+        assert store.migration_status()[-1] == ("008_store_lease", True)
+
+
 def test_read_only_open_changes_nothing_and_sees_current_views(db_path):
     with Store(db_path) as store:
         store.execute("CREATE OR REPLACE VIEW boundary AS SELECT 'stale' AS x")

@@ -39,3 +39,37 @@ def test_a_group_whose_ids_are_taken_is_refused_and_nothing_is_written(db_path):
         assert store.execute("SELECT trajectory_id, reward FROM trajectories").fetchall() == [("t1@1#1", 1.0)]
         assert store.scalar("SELECT count(*) FROM ingests WHERE path LIKE 'test %'") == 0
     assert sink.groups == 0
+
+
+def test_a_steps_groups_land_in_one_write_and_a_taken_id_refuses_them_all(db_path):
+    with Store(db_path) as store:
+        store.add_records("tasks", [{"task_id": "t1"}, {"task_id": "t2"}])
+    sink = StoreSink(db_path, label="test")
+    sink.write_groups([("t1@2", group("t1", [1.0, 0.0])), ("t2@2", group("t2", [0.0, 0.0]))], step=2)
+    assert (sink.groups, sink.rollouts, sink.writes) == (2, 4, 1)
+    assert sink.store_seconds > 0
+    with Store(db_path, read_only=True) as store:
+        assert store.execute("SELECT trajectory_id, step, group_id FROM trajectories ORDER BY 1").fetchall() == [
+            ("t1@2#0", 2, "t1@2"), ("t1@2#1", 2, "t1@2"), ("t2@2#0", 2, "t2@2"), ("t2@2#1", 2, "t2@2")]
+        assert store.execute("SELECT path, records FROM ingests WHERE kind = 'trajectories'").fetchall() == [("test step 2", 4)]
+    with pytest.raises(CoevolveError, match=r"already holds 2 trajectories with the ids of group t2@2 "
+                                            r"\(t2@2#0, \.\.\.\).*step 2"):
+        sink.write_groups([("t1@3", group("t1", [1.0])), ("t2@2", group("t2", [1.0, 1.0]))], step=2)
+    with Store(db_path, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM trajectories") == 4
+    assert (sink.groups, sink.writes) == (2, 1)
+
+
+def test_a_sink_that_only_writes_groups_gets_a_steps_groups_one_by_one():
+    from coevolve_engine.trainers.base import TrajectorySink
+
+    class Recorder(TrajectorySink):
+        def __init__(self):
+            self.seen = []
+
+        def write_group(self, rollouts, *, step, group_id):
+            self.seen.append((step, group_id, len(rollouts)))
+
+    sink = Recorder()
+    sink.write_groups([("a@1", group("a", [1.0])), ("b@1", group("b", [0.0, 1.0]))], step=1)
+    assert sink.seen == [(1, "a@1", 1), (1, "b@1", 2)]

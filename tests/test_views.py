@@ -362,3 +362,57 @@ def test_drift_turns_sums_turn_outcomes_over_each_rounds_steps(load):
         episode("b", 2, 0.0, turns=1, failed_turn=1),
     ])
     assert rows(store, "SELECT * FROM drift_turns") == [(0, 1, 3, 1, round(1 / 3, 9)), (0, 2, 2, 1, 0.5)]
+
+
+# -- round_costs ----------------------------------------------------------------------------------
+
+def phase(store, round_, name, start, finish, seconds, *, attempts=1, store_seconds=None):
+    """A run_phases row: ``start`` and ``finish`` in seconds after 10:00:00, None while running."""
+    import json
+
+    def at(offset):
+        return None if offset is None else f"2026-12-01 10:00:{offset:06.3f}"
+
+    outputs = json.dumps({} if store_seconds is None else {"store_seconds": store_seconds})
+    store.execute("INSERT INTO run_phases VALUES ($r, $p, $status, $a, CAST($s AS TIMESTAMP), "
+                  "CAST($f AS TIMESTAMP), $sec, $o)",
+                  {"r": round_, "p": name, "status": "running" if finish is None else "finished", "a": attempts,
+                   "s": at(start), "f": at(finish), "sec": seconds, "o": outputs})
+
+
+def test_round_costs_split_each_round_into_training_and_feedback(store):
+    phase(store, 0, "bootstrap", 0, 5, 5.0)  # builds D_0: neither training nor a round's feedback
+    phase(store, 0, "weights", 5, 6, 0.5)
+    phase(store, 0, "warmup", 6, 16, 10.0)  # a one-off: neither training nor feedback
+    phase(store, 0, "train", 16, 36, 20.0, store_seconds=2.0)  # 2 s of it writing rollouts: feedback
+    phase(store, 0, "eval", 36, 38, 1.5)
+    phase(store, 0, "validate", 38, 45, 6.0)  # the span (40 s) counts the gaps between phases too
+    phase(store, 1, "weights", 45, 46, 1.0)
+    phase(store, 1, "train", 46, 58, 10.0, attempts=2, store_seconds=1.0)  # resumed: phases' own seconds
+    phase(store, 1, "signals", 58, 59, 1.0)
+    phase(store, 2, "weights", 59, 59.5, 0.5)
+    phase(store, 2, "train", 59.5, None, None)  # running
+    assert rows(store, "SELECT * FROM round_costs") == [
+        (0, "finished", 18.0, 2.0, 12.0, round(12 / 18, 9), 10.0, "span"),
+        (1, "finished", 9.0, 1.0, 3.0, round(3 / 9, 9), 0.0, "phases"),
+        (2, "running", 0.0, 0.0, 0.5, None, 0.0, "phases"),
+    ]
+    assert rows(store, "SELECT round, training_seconds, feedback_seconds FROM run_rounds") == []  # no rounds rows
+
+
+def test_round_costs_of_a_store_without_a_run_is_empty(store):
+    assert rows(store, "SELECT * FROM round_costs") == []
+
+
+def test_the_loop_cost_line_sums_the_finished_rounds_next_to_the_papers_figures(store):
+    from coevolve_engine.loop.summary import loop_cost
+
+    assert loop_cost(store) == "Loop cost: no finished round with training yet"
+    phase(store, 0, "train", 0, 20, 20.0, store_seconds=0.5)
+    phase(store, 0, "signals", 20, 21, 0.9)
+    phase(store, 1, "train", 21, 31, 10.0, store_seconds=0.5)
+    phase(store, 1, "signals", 31, 32, 0.5)
+    phase(store, 2, "train", 32, None, None)
+    assert loop_cost(store) == (
+        "Loop cost: feedback 3.0 s against training 29.0 s over 2 rounds: +10.3% (rounds 7.7-15.8%; store writes "
+        "during training 1.0 s, counted as feedback; the paper: +9.67% on AppWorld, +12.76% on BFCL)")

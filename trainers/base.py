@@ -4,8 +4,8 @@ Three pieces, and nothing else, cross the boundary:
 
 - a ``BatchSource`` says which tasks to train on and how often to draw each one (task id -> weight for the
   current round, refreshed between rounds), with a seed so draws are reproducible;
-- a ``TrajectorySink`` receives every rollout the trainer generated, one GRPO group at a time, with the
-  training step, the group id and the reward, and writes it to the store;
+- a ``TrajectorySink`` receives every rollout the trainer generated, one GRPO group at a time or a training
+  step's groups at once, with the training step, the group id and the reward, and writes it to the store;
 - ``Trainer.train(steps)`` runs that many optimizer steps and returns a ``TrainReport``.
 
 A trainer draws groups from the source, reports each finished group to the sink, and never reads or
@@ -76,14 +76,23 @@ class BatchSource:
 
 
 class TrajectorySink(ABC):
-    """Receives every rollout a trainer generated, one whole group at a time."""
+    """Receives every rollout a trainer generated, in whole groups: one at a time (``write_group``) or a
+    training step's groups together (``write_groups``, which a trainer should prefer: a store sink writes them
+    in one unit of work)."""
 
     groups: int = 0
     rollouts: int = 0
+    #: seconds this sink spent writing to the store (the loop counts them as feedback work, not training)
+    store_seconds: float = 0.0
 
     @abstractmethod
     def write_group(self, rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> None:
         """Keep one group: the K rollouts of one task generated together at training ``step``."""
+
+    def write_groups(self, groups: Sequence[tuple[str, Sequence["Rollout"]]], *, step: int) -> None:
+        """Keep the groups ``(group_id, rollouts)`` of one training ``step``; by default one by one."""
+        for group_id, rollouts in groups:
+            self.write_group(rollouts, step=step, group_id=group_id)
 
 
 def group_records(rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> list[dict[str, Any]]:
@@ -97,34 +106,52 @@ def group_records(rollouts: Sequence["Rollout"], *, step: int, group_id: str) ->
 
 
 class StoreSink(TrajectorySink):
-    """Writes each group in one transaction, through a store opened only for that write (so readers can
-    query the store between groups, and an interrupted run keeps every group it finished)."""
+    """Writes each group, or each step's groups, in one transaction through a store opened only for that
+    write: readers can query the store between two writes (waiting at most one step's write), and an
+    interrupted run keeps every step it finished."""
 
     def __init__(self, db: str | Path, *, wait: float = 30.0, label: str = "trainer group") -> None:
         self.db = Path(db)
         self.wait = wait
-        self.label = label  # names the write in the ingests table: '<label> <group_id>'
+        self.label = label  # names the write in the ingests table: '<label> <group_id>' or '<label> step <n>'
         self.groups = 0
         self.rollouts = 0
+        self.store_seconds = 0.0
+        self.writes = 0  # units of work (store opens) so far
 
     def write_group(self, rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> None:
+        self._write([(group_id, rollouts)], step=step, name=group_id)
+
+    def write_groups(self, groups: Sequence[tuple[str, Sequence["Rollout"]]], *, step: int) -> None:
+        if len(groups) == 1:  # named as before, so a store written group by group reads the same
+            self.write_group(groups[0][1], step=step, group_id=groups[0][0])
+        elif groups:
+            self._write(groups, step=step, name=f"step {step}")
+
+    def _write(self, groups: Sequence[tuple[str, Sequence["Rollout"]]], *, step: int, name: str) -> None:
+        from coevolve_engine.errors import CoevolveError
         from coevolve_engine.store import Store
 
-        from coevolve_engine.errors import CoevolveError
-
-        records = group_records(rollouts, step=step, group_id=group_id)
+        started = time.perf_counter()
+        records: list[dict[str, Any]] = []
+        for group_id, rollouts in groups:
+            records += group_records(rollouts, step=step, group_id=group_id)
         ids = [record["trajectory_id"] for record in records]
         with Store(self.db, wait=self.wait) as store, store.transaction() as con:
-            taken = con.execute("SELECT count(*) FROM trajectories WHERE list_contains($ids, trajectory_id)",
-                                {"ids": ids}).fetchall()[0][0]
-            if taken:  # ingest would keep the stored rows and drop these: rollouts lost without a word
+            taken = con.execute(
+                "SELECT min(trajectory_id), count(*) FROM trajectories WHERE list_contains($ids, trajectory_id)",
+                {"ids": ids}).fetchall()[0]
+            if taken[1]:  # ingest would keep the stored rows and drop these: rollouts lost without a word
+                group_id = taken[0].rsplit("#", 1)[0]
                 raise CoevolveError(
-                    f"{self.db} already holds {taken} trajectories with the ids of group {group_id} ({ids[0]}, ...): "
-                    f"the store has rollouts at step {step} already; start the trainer's steps after the store's "
-                    "latest step")
-            store.add_records("trajectories", records, label=f"{self.label} {group_id}")
-        self.groups += 1
+                    f"{self.db} already holds {taken[1]} trajectories with the ids of group {group_id} "
+                    f"({taken[0]}, ...): the store has rollouts at step {step} already; start the trainer's "
+                    "steps after the store's latest step")
+            store.add_records("trajectories", records, label=f"{self.label} {name}")
+        self.groups += len(groups)
         self.rollouts += len(records)
+        self.writes += 1
+        self.store_seconds += time.perf_counter() - started
 
 
 def options_config(config_class: type, options: Mapping[str, Any], fixed: Mapping[str, Any], what: str,

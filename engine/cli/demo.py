@@ -35,7 +35,7 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     """
     from coevolve_engine.cli.output import render_table
     from coevolve_engine.demo import held_out_by_turns, run_demo, write_report
-    from coevolve_engine.loop.summary import rounds_table
+    from coevolve_engine.loop.summary import loop_cost, rounds_table
     from coevolve_engine.progress import Display
     from coevolve_engine.store import Store
 
@@ -46,10 +46,12 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     finally:
         display.close()
     with Store(db, read_only=True) as store:
-        table = rounds_table(store, config)
+        table, cost = rounds_table(store, config), loop_cost(store)
         by_turns = held_out_by_turns(store)
-    click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates):")
+    click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates, "
+               "seconds of training and of feedback work):")
     click.echo(render_table(table))
+    click.echo(cost)
     click.echo("\nHeld-out success by user turns per task (every turn of an episode is played):")
     click.echo(render_table(by_turns))
     report = write_report(folder, db, config)

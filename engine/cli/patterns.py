@@ -63,12 +63,17 @@ def patterns(round_: int | None, step: int | None, first_step: int | None, thres
     patterns are written in one transaction; an existing round is refused unless --replace.
     """
     from coevolve_engine.patterns import find_patterns
+    from coevolve_engine.patterns.find import embed_ahead
     from coevolve_engine.signals import SignalParams
 
     params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
+    # embed first, without holding the store: `query` from another process gets through meanwhile
+    embedder, ahead = embed_ahead(db, round=round_, replace=replace, step=step, first_step=first_step, params=params,
+                                  max_trajectories=max_trajectories, seed=seed, wait=wait,
+                                  progress=lambda line: click.echo(line, err=True))
     with Store(db, create=False, wait=wait) as store:
         report = find_patterns(store, round=round_, step=step, first_step=first_step, params=params,
-                               max_trajectories=max_trajectories,
+                               max_trajectories=max_trajectories, embedder=embedder,
                                max_k=max_k, seed=seed, replace=replace,
                                progress=lambda line: click.echo(line, err=True))
     sample = f" (a seeded sample of {report.clustered})" if report.clustered < report.flagged else ""
@@ -80,7 +85,7 @@ def patterns(round_: int | None, step: int | None, first_step: int | None, thres
         click.echo(f"  {p.pattern_id:<6} {p.size:>5} trajectories  {p.dominant_signal:<10}  "
                    f"[{_counts(p.signal_counts)}]  e.g. {p.representative_task}: {_short(p.representative_prompt)}")
     times = ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in report.timings.items())
-    click.echo(f"embedded {report.embedded} new texts with {report.model}; {times}")
+    click.echo(f"embedded {ahead + report.embedded} new texts with {report.model}; {times}")
     first = report.patterns[0].pattern_id
     click.echo("\nInspect them:\n"
                f"  coevolve-engine query \"select * from failure_patterns where round = {report.round}\"\n"

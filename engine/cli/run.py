@@ -111,14 +111,15 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
         display.close()
     if report.done:
         from coevolve_engine.cli.output import render_table
-        from coevolve_engine.loop.summary import rounds_table
+        from coevolve_engine.loop.summary import loop_cost, rounds_table
         from coevolve_engine.store import Store
 
         with Store(db, read_only=True, wait=wait) as store:
-            table = rounds_table(store, config)
+            table, cost = rounds_table(store, config), loop_cost(store)
         click.echo(f"\n{report.rounds} of {config.rounds} rounds finished in {db} ({len(report.done)} phases run now, "
                    f"{report.skipped} already done):")
         click.echo(render_table(table))
+        click.echo(cost)
         click.echo("Look at them:\n"
                    f"  coevolve-engine query --db {db} \"select round, phase, attempts, round(seconds, 1) AS s, "
                    "outputs from run_phases order by round, started_at\"\n"

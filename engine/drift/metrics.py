@@ -51,6 +51,7 @@ METRIC_QUERIES: dict[str, str] = {
     "eval_steps": "SELECT * FROM drift_eval_steps_with(threshold := $threshold, w := $w, theta := $theta, "
                   "min_n := $min_n, forgetting_form := $forgetting_form) ORDER BY step",
     "eval_similarity": "SELECT * FROM drift_eval_similarity ORDER BY round, bin_low",
+    "costs": "SELECT * FROM round_costs ORDER BY round",
 }
 _PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n", "forgetting_form"), "difficulty": ("threshold",),
                "steps": ("threshold",), "diversity": ("k", "embedding_model"),
@@ -182,6 +183,7 @@ def _summary(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
         tables["eval_rounds"].select("round", "eval_success", "eval_tasks", "eval_step"),  # held-out success
         patterns,
         tables["difficulty"].select("round", "success_rate", pl.col("median").alias("median_task_success")),
+        tables["costs"].select("round", "training_seconds", "feedback_seconds", "feedback_share"),  # loop cost
     ]
     if "diversity" in tables:
         parts.append(tables["diversity"].select("round", "sr_at_k", "ed_rel"))

@@ -91,6 +91,7 @@ class RunLoop:
         self.wait = wait
         self.echo = echo
         self._environment = None
+        self._embedder = None  # the sentence embedder, loaded by the first patterns phase and kept for the run
 
     # -- the plan ------------------------------------------------------------------------------------------
 
@@ -457,6 +458,7 @@ class RunLoop:
 
     def _phase_patterns(self, round_: int, label: str) -> None:
         from coevolve_engine.patterns import find_patterns
+        from coevolve_engine.patterns.find import embed_ahead
         from coevolve_engine.patterns.select import select_flagged
 
         c = self.config
@@ -464,6 +466,11 @@ class RunLoop:
         params = c.signal_params()
         started = time.perf_counter()
         used = c.signals_used
+        # the embedding model runs before the store is held for writing (and is loaded once per run)
+        self._embedder, _ = embed_ahead(self.db, step=last, first_step=first, params=params,
+                                        max_trajectories=c.patterns.max_trajectories, seed=c.seed + round_,
+                                        signals=used, embedder=self._embedder, wait=self.wait,
+                                        progress=lambda line: detail(self.echo, f"{label} {line}"))
         with self._store() as store, store.transaction() as con:
             flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
             con.execute("DELETE FROM pattern_members WHERE pattern_id IN "
@@ -475,7 +482,7 @@ class RunLoop:
             if flagged:
                 report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
                                        max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
-                                       seed=c.seed + round_, replace=True, signals=used,
+                                       seed=c.seed + round_, replace=True, signals=used, embedder=self._embedder,
                                        progress=lambda line: detail(self.echo, f"{label} {line}"))
                 outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
                                sizes=report.sizes,
@@ -551,7 +558,8 @@ class RunLoop:
             judge = LLMJudge(LLMClient(self.db, v.judge_model, api_base=v.api_base or None, wait=self.wait), self.db)
         validate_candidates(self.db, round=round_, env=self.environment, novelty_threshold=v.novelty_threshold,
                             agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
-                            judge=judge, wait=self.wait, on_verdict=on_verdict)
+                            judge=judge, wait=self.wait, on_verdict=on_verdict,
+                            embedder=self._embedder)  # the model the patterns phase loaded, if it ran
         return self._verdicts(round_)
 
     def _verdicts(self, round_: int) -> dict[str, Any]:

@@ -37,7 +37,9 @@ def to_json(value: Any) -> str:
 ROUNDS_SQL = """
 SELECT round, status, first_step || '..' || last_step AS steps, rollouts, round(train_success, 3) AS train_success,
        round(start_eval, 3) AS start_eval, round(eval_success, 3) AS eval_success, forgetting, boundary, rare,
-       patterns, accepted || '/' || candidates AS accepted, train_tasks
+       patterns, accepted || '/' || candidates AS accepted, train_tasks,
+       round(training_seconds, 1) AS train_s, round(feedback_seconds, 1) AS feedback_s,
+       round(100 * feedback_share, 1) AS "feedback_%"
 FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
                      forgetting_form := $forgetting_form)
 """
@@ -46,6 +48,26 @@ FROM run_rounds_with(threshold := $threshold, w := $w, theta := $theta, min_n :=
 def rounds_table(store: Store, config: RunConfig):
     """One row per round of the run, from the run_rounds_with macro at the run's signal constants."""
     return store.sql(ROUNDS_SQL, config.signal_params().bind())
+
+
+LOOP_COST_SQL = """
+SELECT count(*) AS rounds, sum(training_seconds) AS training, sum(feedback_seconds) AS feedback,
+       sum(store_seconds) AS store, min(feedback_share) AS lowest, max(feedback_share) AS highest
+FROM round_costs WHERE status = 'finished' AND training_seconds > 0
+"""
+
+#: what the paper's feedback loop added to training time (CoEvolve, ACL 2026)
+PAPER_COST = "the paper: +9.67% on AppWorld, +12.76% on BFCL"
+
+
+def loop_cost(store: Store) -> str:
+    """One line on what the feedback loop cost against training, over the finished rounds (round_costs)."""
+    rounds, training, feedback, sink, lowest, highest = store.execute(LOOP_COST_SQL).fetchall()[0]
+    if not rounds:
+        return "Loop cost: no finished round with training yet"
+    return (f"Loop cost: feedback {feedback:.1f} s against training {training:.1f} s over {rounds} rounds: "
+            f"+{100 * feedback / training:.1f}% (rounds {100 * lowest:.1f}-{100 * highest:.1f}%; store writes "
+            f"during training {sink:.1f} s, counted as feedback; {PAPER_COST})")
 
 
 ROUND_LINE_SQL = """

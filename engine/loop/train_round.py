@@ -41,27 +41,41 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
     if report.checkpoint is None:
         return None
     return {"checkpoint": str(report.checkpoint), "groups": report.groups, "rollouts": report.rollouts,
-            "seconds_per_step": round(report.seconds_per_step, 3)}
+            "seconds_per_step": round(report.seconds_per_step, 3), "store_writes": getattr(sink.sink, "writes", 0),
+            "store_seconds": round(sink.store_seconds, 3)}
 
 
 class ProgressSink:
-    """Passes each group to the store sink, then reports it (the rollouts are in the store when it shows): a
-    detail line per group (the log, or the screen with --verbose) and the phase's bar moved on."""
+    """Passes each group (or a step's groups) to the store sink, then reports them (the rollouts are in the
+    store when it shows): a detail line per group (the log, or the screen with --verbose) and the phase's bar
+    moved on."""
 
     def __init__(self, sink, echo: Callable[[str], None], label: str, first: int, steps: int) -> None:
         self.sink, self.echo, self.label, self.first, self.steps = sink, echo, label, first, steps
         self.groups = self.rollouts = self.solved = 0
 
+    @property
+    def store_seconds(self) -> float:
+        return getattr(self.sink, "store_seconds", 0.0)
+
     def write_group(self, rollouts, *, step: int, group_id: str) -> None:
+        self.sink.write_group(rollouts, step=step, group_id=group_id)
+        self._written([(group_id, rollouts)], step)
+
+    def write_groups(self, groups, *, step: int) -> None:
+        self.sink.write_groups(groups, step=step)
+        self._written(groups, step)
+
+    def _written(self, groups, step: int) -> None:
         from coevolve_engine.progress import advance, detail
 
-        self.sink.write_group(rollouts, step=step, group_id=group_id)
-        self.groups += 1
-        self.rollouts += len(rollouts)
-        solved = sum(1 for r in rollouts if r.success)
-        self.solved += solved
-        detail(self.echo, f"{self.label} step {step - self.first + 1}/{self.steps}: group {group_id} written "
-                          f"({solved}/{len(rollouts)} succeeded)")
+        for group_id, rollouts in groups:
+            self.groups += 1
+            self.rollouts += len(rollouts)
+            solved = sum(1 for r in rollouts if r.success)
+            self.solved += solved
+            detail(self.echo, f"{self.label} step {step - self.first + 1}/{self.steps}: group {group_id} written "
+                              f"({solved}/{len(rollouts)} succeeded)")
         advance(self.echo, done=step - self.first + 1, rollouts=self.rollouts,
                 success=self.solved / self.rollouts if self.rollouts else None)
 

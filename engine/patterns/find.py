@@ -11,6 +11,12 @@
            transaction (``write.py``).
 
 Nothing is written when nothing is flagged, or when the round already has patterns and ``replace`` is false.
+
+Embedding is the slow phase (seconds to minutes for new texts), and ``find_patterns`` runs on a store opened for
+writing, which no other process can open meanwhile. ``embed_ahead`` therefore embeds the same texts first,
+reading the store read-only and computing the vectors with no store open, then saves them to the cache in one
+short transaction: ``find_patterns`` afterwards finds every vector cached, and holds the store for the
+selection, the clustering and the write only.
 """
 
 from __future__ import annotations
@@ -152,6 +158,8 @@ def find_patterns(
         from coevolve_engine.embeddings import Embedder
 
         embedder = Embedder(store=store)
+    elif embedder.store is not store:
+        embedder.store = store  # an embedder from embed_ahead, or one kept across rounds: this store's cache
     computed_before = embedder.computed
     with clock.phase("embed", f"embedding {len(texts)} trajectories ({len(set(texts))} distinct texts)"):
         vectors = embedder.embed(texts)  # writes the cache in a transaction of its own
@@ -180,6 +188,48 @@ def find_patterns(
         model=embedder.model_name, embedded=embedder.computed - computed_before, replaced=replaced,
         timings=clock.timings,
     )
+
+
+def embed_ahead(
+    db,
+    *,
+    round: int | None = None,
+    replace: bool = False,
+    step: int | None = None,
+    first_step: int | None = None,
+    params: SignalParams | None = None,
+    max_trajectories: int = DEFAULT_MAX_TRAJECTORIES,
+    seed: int = 0,
+    signals: Sequence[str] | None = None,
+    embedder: "Embedder | None" = None,
+    wait: float = 30.0,
+    progress: Callable[[str], None] | None = None,
+) -> tuple["Embedder", int]:
+    """Embed the texts ``find_patterns`` (same arguments) will cluster, without holding the store while the
+    model runs: select and look the cache up read-only, embed what is missing with no store open, save those
+    vectors in one short transaction. Returns the embedder (pass it to ``find_patterns``) and how many texts
+    it embedded. A ``round`` that ``find_patterns`` would refuse is refused here, before any work."""
+    from coevolve_engine.embeddings import Embedder
+
+    params = params or SignalParams()
+    embedder = embedder or Embedder()
+    with Store(db, read_only=True, wait=wait) as store:
+        if round is not None:
+            check_round(store, round, replace=replace)
+        step_ = latest_step(store) if step is None else step
+        rows = select_flagged(store, step_, params, limit=max_trajectories, seed=seed, first_step=first_step,
+                              signals=signals).rows
+        texts = [render_row(row) for row in rows]
+        cached = embedder.cached(store, texts)
+    missing = [t for t in texts if text_hash(t) not in cached]
+    if not missing:
+        return embedder, 0
+    if progress:
+        progress(f"embedding {len(set(missing))} new texts (the store is not held meanwhile)")
+    vectors = embedder.compute(missing)
+    with Store(db, wait=wait) as store:
+        embedder.save(store, vectors)
+    return embedder, len(vectors)
 
 
 def _patterns(pattern_rows: list[PatternRow], member_rows: list[MemberRow], rows: list[dict]) -> list[Pattern]:

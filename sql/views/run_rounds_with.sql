@@ -18,7 +18,10 @@
 --   accepted           of those, accepted (now training tasks)
 --   train_tasks        training tasks weighed for the round (weight_sets.tasks)
 --   weights_reason     why the round's weights differ from the previous round's (weight_sets.reason)
--- requires: scored_trajectories, flagged_trajectories_with
+--   training_seconds   what the round's training took, less its store writes (round_costs)
+--   feedback_seconds   what the rest of the round took, store overhead included (round_costs)
+--   feedback_share     feedback_seconds / training_seconds (the paper: 0.0967 AppWorld, 0.1276 BFCL)
+-- requires: scored_trajectories, flagged_trajectories_with, round_costs
 CREATE OR REPLACE MACRO run_rounds_with(threshold := 0.5, w := 3, theta := 5, min_n := 50,
                                         forgetting_form := 'group') AS TABLE
 WITH spans AS (
@@ -65,7 +68,8 @@ SELECT s.round, s.status, s.first_step, s.last_step,
        coalesce(flags.rare, 0) AS rare,
        coalesce(found.patterns, 0) AS patterns, coalesce(proposed.candidates, 0) AS candidates,
        coalesce(proposed.accepted, 0) AS accepted,
-       weight_sets.tasks AS train_tasks, weight_sets.reason AS weights_reason
+       weight_sets.tasks AS train_tasks, weight_sets.reason AS weights_reason,
+       round_costs.training_seconds, round_costs.feedback_seconds, round_costs.feedback_share
 FROM spans AS s
 LEFT JOIN training USING (round)
 LEFT JOIN flags USING (round)
@@ -73,4 +77,5 @@ LEFT JOIN evals USING (round)
 LEFT JOIN found USING (round)
 LEFT JOIN proposed USING (round)
 LEFT JOIN weight_sets USING (round)
+LEFT JOIN round_costs USING (round)
 ORDER BY s.round;

@@ -270,8 +270,9 @@ class TRLGRPOTrainer(Trainer):
         return output
 
     def _report(self, rollouts: list, step: int, k: int) -> None:
-        """Hand each group (K consecutive rollouts of one task) to the sink, with its id and step."""
+        """Hand the step's groups (K consecutive rollouts of one task each) to the sink at once, with ids."""
         seen: Counter[str] = Counter()
+        groups = []
         for start in range(0, len(rollouts), k):
             group = rollouts[start:start + k]
             task_id = group[0].task_id
@@ -281,6 +282,11 @@ class TRLGRPOTrainer(Trainer):
             group_id = f"{task_id}@{step}" if seen[task_id] == 1 else f"{task_id}@{step}~{seen[task_id]}"
             for index, rollout in enumerate(group):
                 rollout.sample_index, rollout.group_id, rollout.step = index, group_id, step
-            self.sink.write_group(group, step=step, group_id=group_id)
-            self.groups += 1
-            self.rollouts += len(group)
+            groups.append((group_id, group))
+        if hasattr(self.sink, "write_groups"):
+            self.sink.write_groups(groups, step=step)  # one unit of work per step
+        else:  # a sink that only knows groups
+            for group_id, group in groups:
+                self.sink.write_group(group, step=step, group_id=group_id)
+        self.groups += len(groups)
+        self.rollouts += sum(len(group) for _, group in groups)

@@ -1,0 +1,285 @@
+"""Benchmark: what the engine's own work costs around a trainer, before and after issue 16, in one run.
+
+    python bench/loop_cost_bench.py                    # every section, default sizes (a few minutes on 2 cores)
+    python bench/loop_cost_bench.py --only opens,sink  # some sections
+    python bench/loop_cost_bench.py --ingest-rows 10000000
+
+Sections:
+
+opens     a writable (and a read-only) open of an up-to-date store, median of --opens opens; "before" is an open
+          that rebuilds every view and macro, as every open did before the views carried their stamp.
+sink      one demo round of training writes (25 steps x 6 groups x 8 rollouts of calc-sized records) to a
+          store: "before" one unit of work per group, each open rebuilding the views; "after" one per step.
+          Both stores must hold the same trajectories.
+demo      the demo's training phase, twice with the same seed (the quick demo's store and policy, one round of
+          --demo-steps steps of 6 groups of 8): "before" with every open rebuilding the views and one store
+          write per group, "after" as the engine runs now. Prints the train phase's seconds, its store seconds
+          and writes, and checks that both stores hold the same trajectories.
+ingest    --ingest-rows trajectories from Parquet and from JSON lines into a fresh store, rows per second
+          against the issue's targets (1.5M/s Parquet, 500k/s JSON lines).
+patterns  `query` latency from another process while `patterns` embeds --texts new texts: "before" holds the
+          store for writing while it embeds (as `patterns` did), "after" embeds first (``embed_ahead``).
+
+Every figure is wall-clock time on this machine; note the load (``uptime``) next to any figure you quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from coevolve_engine.store import Store
+
+SECTIONS = ("opens", "sink", "demo", "ingest", "patterns")
+
+
+@contextmanager
+def before_issue_16():
+    """The engine as it was: every open rebuilds the views, the store sink writes one group per unit of work."""
+    from coevolve_engine.trainers.base import StoreSink, TrajectorySink
+
+    current, write_groups = Store._views_current, StoreSink.write_groups
+    Store._views_current = lambda self: False
+    StoreSink.write_groups = TrajectorySink.write_groups
+    try:
+        yield
+    finally:
+        Store._views_current, StoreSink.write_groups = current, write_groups
+
+
+def calc_store(path: Path, tasks: int = 200) -> None:
+    with Store(path) as store:
+        store.add_records("tasks", [{"task_id": f"calc-{i}", "env": "calc", "prompt": f"Add {i} and {i + 1}."}
+                                    for i in range(tasks)])
+
+
+def calc_rollout(task_id: str, k: int, step: int):
+    from coevolve_engine.adapters.agents.rollout import Rollout
+
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": json.dumps({"a": k, "b": step})}}
+    messages = [{"role": "system", "content": "You are a calculator agent. Call tools to compute."},
+                {"role": "user", "content": f"Task {task_id}: add {k} to {step} and report the result."},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "name": "add", "content": str(k + step)},
+                {"role": "assistant", "content": f"The result is {k + step}."}]
+    return Rollout(task_id=task_id, policy=f"calc-tiny@{step - 1}", messages=messages,
+                   actions=[{"name": "add", "arguments": {"a": k, "b": step}}], reward=float(k % 2), success=k % 2 == 1,
+                   sample_index=k)
+
+
+def timed_opens(path: Path, n: int, read_only: bool) -> float:
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        Store(path, read_only=read_only).close()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def section_opens(folder: Path, args) -> None:
+    path = folder / "opens.duckdb"
+    calc_store(path)
+    Store(path).close()
+    with before_issue_16():
+        rw_before, ro_before = timed_opens(path, args.opens, False), timed_opens(path, args.opens, True)
+    Store(path).close()  # stamp the views again
+    rw_after, ro_after = timed_opens(path, args.opens, False), timed_opens(path, args.opens, True)
+    print(f"opens (median of {args.opens}):")
+    print(f"  writable  before {1000 * rw_before:7.1f} ms   after {1000 * rw_after:6.1f} ms   (target: under 10 ms)")
+    print(f"  read-only before {1000 * ro_before:7.1f} ms   after {1000 * ro_after:6.1f} ms")
+
+
+def stored_trajectories(path: Path) -> list[tuple]:
+    with Store(path, read_only=True) as store:
+        return store.execute("SELECT trajectory_id, task_id, step, group_id, reward, success, actions, messages "
+                             "FROM trajectories WHERE step > 0 ORDER BY trajectory_id").fetchall()
+
+
+def section_sink(folder: Path, args) -> None:
+    from coevolve_engine.trainers.base import StoreSink
+
+    results = {}
+    for label in ("before", "after"):
+        path = folder / f"sink-{label}.duckdb"
+        calc_store(path)
+        sink = StoreSink(path, label="bench")
+        steps = [[(f"calc-{(step * 6 + g) % 200}@{step}", [calc_rollout(f"calc-{(step * 6 + g) % 200}", k, step)
+                                                         for k in range(8)]) for g in range(6)]
+                 for step in range(1, 26)]
+        started = time.perf_counter()
+        if label == "before":
+            with before_issue_16():
+                for step, groups in enumerate(steps, start=1):
+                    sink.write_groups(groups, step=step)
+        else:
+            for step, groups in enumerate(steps, start=1):
+                sink.write_groups(groups, step=step)
+        results[label] = (time.perf_counter() - started, sink.writes, stored_trajectories(path))
+    same = results["before"][2] == results["after"][2]
+    print("sink, one demo round of writes (25 steps x 6 groups x 8 rollouts):")
+    for label, (seconds, writes, _) in results.items():
+        print(f"  {label:<6} {seconds:6.2f} s in {writes} units of work")
+    print(f"  same trajectories in both stores: {same}")
+
+
+def section_demo(folder: Path, args) -> None:
+    from coevolve_engine.demo import run_demo
+
+    overrides = (f"warmup.steps={args.demo_warmup}", f"trainer.steps_per_round={args.demo_steps}",
+                 "trainer.options.num_generations=8", "trainer.options.groups_per_step=6",
+                 "synthesis.synthesizer=none")
+    results = {}
+    for label in ("before", "after"):
+        target = folder / f"demo-{label}"
+        quiet = lambda line: None  # noqa: E731
+        if label == "before":
+            with before_issue_16():
+                db, _ = run_demo(target, quick=True, rounds=1, overrides=overrides, echo=quiet)
+        else:
+            db, _ = run_demo(target, quick=True, rounds=1, overrides=overrides, echo=quiet)
+        with Store(db, read_only=True) as store:
+            seconds, outputs = store.execute(
+                "SELECT seconds, outputs FROM run_phases WHERE round = 0 AND phase = 'train'").fetchall()[0]
+            costs = store.execute("SELECT training_seconds, feedback_seconds, feedback_share FROM round_costs "
+                                  "WHERE round = 0").fetchall()[0]
+        outputs = json.loads(outputs)
+        results[label] = (seconds, outputs, costs, stored_trajectories(db))
+    print(f"demo's training phase (quick demo's store and policy, 1 round of {args.demo_steps} steps x 6 groups x 8):")
+    for label, (seconds, outputs, costs, _) in results.items():
+        share = "-" if costs[2] is None else f"{100 * costs[2]:.1f}%"
+        print(f"  {label:<6} train phase {seconds:6.1f} s, of it store writes {outputs.get('store_seconds', 0):5.2f} s "
+              f"in {outputs.get('store_writes', '?')} units; round's feedback {costs[1]:.1f} s = {share} of training")
+    print(f"  same trajectories in both stores: {results['before'][3] == results['after'][3]}")
+
+
+def section_ingest(folder: Path, args) -> None:
+    import duckdb
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from signals_bench import generate
+
+    parquet = folder / "ingest.parquet"
+    rows = generate(parquet, args.ingest_rows, max(1, args.ingest_rows // 100), 30, 8, 0)
+    jsonl = folder / "ingest.jsonl"
+    duckdb.connect().execute(f"COPY (SELECT * REPLACE (CAST(actions AS JSON) AS actions) FROM read_parquet('{parquet}')) "
+                             f"TO '{jsonl}' (FORMAT json)")  # actions as a JSON list, not a string
+    print(f"ingest of {rows:,} trajectories (create_tasks):")
+    for fmt, path, target in (("parquet", parquet, 1_500_000), ("jsonl", jsonl, 500_000)):
+        db = folder / f"ingest-{fmt}.duckdb"
+        Store(db).close()
+        with Store(db) as store:
+            started = time.perf_counter()
+            store.ingest_trajectories(path, create_tasks=True)
+            seconds = time.perf_counter() - started
+        print(f"  {fmt:<8} {seconds:6.1f} s = {rows / seconds:>10,.0f} rows/s   (issue's target {target:,} rows/s)")
+
+
+READER = """
+import json, sys, time
+from coevolve_engine.store import Store
+db, out, stop = sys.argv[1:4]
+from pathlib import Path
+waits = []
+while not Path(stop).exists():
+    started = time.perf_counter()
+    with Store(db, read_only=True, wait=120) as store:
+        store.execute("SELECT count(*) FROM trajectories").fetchall()
+    waits.append(time.perf_counter() - started)
+    time.sleep(0.1)
+Path(out).write_text(json.dumps(waits))
+"""
+
+
+def flagged_store(path: Path, texts: int) -> None:
+    """Boundary groups (two successes, two failures) whose rollouts all render to distinct texts."""
+    import random
+
+    rng = random.Random(0)
+    words = ["file", "folder", "ticket", "order", "balance", "message", "report", "archive", "flight", "stock"]
+    groups = max(1, texts // 4)
+    with Store(path) as store:
+        store.add_records("tasks", [{"task_id": f"t{g}", "prompt": f"Task {g}"} for g in range(groups)])
+        records = []
+        for g in range(groups):
+            for k in range(4):
+                said = " ".join(rng.choice(words) for _ in range(12))
+                records.append({"task_id": f"t{g}", "step": 1, "reward": float(k % 2),
+                                "messages": [{"role": "user", "content": f"Task {g}: {said}"},
+                                             {"role": "assistant", "content": f"I tried {said} ({k})."}]})
+        store.add_records("trajectories", records)
+
+
+def section_patterns(folder: Path, args) -> None:
+    from coevolve_engine.embeddings import Embedder
+    from coevolve_engine.patterns import find_patterns
+    from coevolve_engine.patterns.find import embed_ahead
+
+    base = folder / "patterns-base.duckdb"
+    flagged_store(base, args.texts)
+    Embedder()._load()  # the model loaded once, outside both measurements
+    print(f"`query` from another process while `patterns` embeds {args.texts} new texts (reader opens every 0.1 s):")
+    for label in ("before", "after"):
+        db = folder / f"patterns-{label}.duckdb"
+        shutil.copy(base, db)
+        out, stop = folder / f"reader-{label}.json", folder / f"stop-{label}"
+        reader = subprocess.Popen([sys.executable, "-c", READER, str(db), str(out), str(stop)])
+        time.sleep(3.0)  # the reader is importing and reading
+        embedder = Embedder()
+        started = time.perf_counter()
+        if label == "before":
+            with Store(db) as store:
+                embedder.store = store
+                find_patterns(store, embedder=embedder)
+        else:
+            embedder, _ = embed_ahead(db, embedder=embedder)
+            with Store(db) as store:
+                find_patterns(store, embedder=embedder)
+        seconds = time.perf_counter() - started
+        time.sleep(1.0)
+        stop.touch()
+        reader.wait(timeout=180)
+        waits = json.loads(out.read_text())
+        print(f"  {label:<6} patterns {seconds:5.1f} s; {len(waits)} queries, longest {max(waits):5.2f} s, "
+              f"mean {statistics.mean(waits):.3f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    parser.add_argument("--opens", type=int, default=30, help="opens per measurement")
+    parser.add_argument("--demo-steps", type=int, default=10, help="training steps of the demo's round")
+    parser.add_argument("--demo-warmup", type=int, default=150, help="warm-up steps before the demo's round")
+    parser.add_argument("--ingest-rows", type=int, default=1_000_000, help="trajectories to ingest")
+    parser.add_argument("--texts", type=int, default=400, help="new texts `patterns` embeds")
+    parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown sections {unknown}; known: {', '.join(SECTIONS)}")
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="loop-cost-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; working in {folder}")
+    try:
+        for name in SECTIONS:
+            if name in chosen:
+                started = time.perf_counter()
+                globals()[f"section_{name}"](folder, args)
+                print(f"  ({name}: {time.perf_counter() - started:.0f} s)")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
