@@ -9,7 +9,7 @@ import click
 
 @click.command(epilog="""\b
 Examples:
-  coevolve-engine demo                          ./coevolve-demo, 8 rounds (about 20 minutes on 2 cores)
+  coevolve-engine demo                          ./coevolve-demo, 8 rounds (about 5 minutes on 2 cores)
   coevolve-engine demo --dir /tmp/d --rounds 4  fewer rounds; a rerun with more adds the missing ones
   coevolve-engine demo --quick                  2 short rounds on a few tasks (seconds: what the tests run)""")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), default=Path("coevolve-demo"),
