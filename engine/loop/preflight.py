@@ -18,9 +18,12 @@ if TYPE_CHECKING:
     from coevolve_engine.loop.config import RunConfig
 
 
-def synthesizer_options(config: "RunConfig", db: Path, accepted) -> dict[str, Any]:
-    """The options the synthesize phase builds ``synthesis.synthesizer`` with: the configured ones, plus the
-    store's path and the environment's name where the synthesizer takes them (``accepted``: its parameters)."""
+def synthesizer_options(config: "RunConfig", db: Path, synthesizer: Callable[..., Any]) -> dict[str, Any]:
+    """The options the synthesize phase builds ``synthesizer`` (the class ``synthesis.synthesizer`` names) with:
+    the configured ones, plus the store's path and the environment's name where it takes them."""
+    import inspect
+
+    accepted = inspect.signature(synthesizer).parameters
     options = dict(config.synthesis.options)
     if "store_path" in accepted:
         options.setdefault("store_path", db)
@@ -40,8 +43,6 @@ def _checked(key: str, check: Callable[[], Any]) -> Any:
 
 def check_plugins(config: "RunConfig", db: Path, environment: Callable[[], Any]) -> None:
     """Resolve and check every plugin of ``config`` (``environment`` builds the run's environment)."""
-    import inspect
-
     from coevolve_engine.curriculum import load_strategy
     from coevolve_engine.synthesis.candidates import SYNTHESIZERS
     from coevolve_engine.trainers import TRAINERS
@@ -59,5 +60,4 @@ def check_plugins(config: "RunConfig", db: Path, environment: Callable[[], Any])
                                    {k: str(v) for k, v in config.curriculum.settings.items()}))
     if config.feedback:
         synthesizer = _checked("synthesis.synthesizer", lambda: SYNTHESIZERS.load(config.synthesis.synthesizer))
-        accepted = inspect.signature(synthesizer).parameters
-        _checked("synthesis.options", lambda: synthesizer(**synthesizer_options(config, db, accepted)))
+        _checked("synthesis.options", lambda: synthesizer(**synthesizer_options(config, db, synthesizer)))

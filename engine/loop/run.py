@@ -491,8 +491,6 @@ class RunLoop:
         return None
 
     def _phase_synthesize(self, round_: int, label: str) -> dict[str, Any]:
-        import inspect
-
         from coevolve_engine.loop.preflight import synthesizer_options
         from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize
 
@@ -503,7 +501,7 @@ class RunLoop:
             patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
         if not patterns and guided:
             return {"patterns": 0, "proposed": 0, "added": 0, "skipped": "no failure patterns this round"}
-        options = synthesizer_options(self.config, self.db, inspect.signature(synthesizer).parameters)
+        options = synthesizer_options(self.config, self.db, synthesizer)
         if c.synthesizer == "llm" and c.summary_model:
             self._summarise(round_, label)
         # an unguided synthesizer explores worlds drawn from its seed; SEED itself went to the bootstrap (D_0)
