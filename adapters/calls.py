@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from coevolve_engine.adapters.environments.base import ToolCall
+from coevolve_engine.core.environment import ToolCall
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 

@@ -63,7 +63,7 @@ def calc_store(path: Path, tasks: int = 200) -> None:
 
 
 def calc_rollout(task_id: str, k: int, step: int):
-    from coevolve_engine.adapters.agents.rollout import Rollout
+    from coevolve_engine.core.rollout import Rollout
 
     call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": json.dumps({"a": k, "b": step})}}
     messages = [{"role": "system", "content": "You are a calculator agent. Call tools to compute."},

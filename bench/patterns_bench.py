@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from coevolve_engine.adapters.agents.base import Agent, ModelReply  # noqa: E402
 from coevolve_engine.adapters.calls import ParsedCall  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
-from coevolve_engine.adapters.environments.base import ToolCall  # noqa: E402
+from coevolve_engine.core.environment import ToolCall  # noqa: E402
 from coevolve_engine.patterns import find_patterns  # noqa: E402
 from coevolve_engine.trainers.base import group_records  # noqa: E402
 from coevolve_engine.store import Store  # noqa: E402

@@ -37,3 +37,7 @@ class IngestError(CoevolveError):
         self.reason = message
         where = ", ".join(part for part in (path, location, f"field {field!r}" if field else None) if part)
         super().__init__(f"{where}: {message}")
+
+
+class CurriculumError(CoevolveError):
+    """A weight set cannot be computed, stored or loaded as asked."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from coevolve_engine.adapters.agents.base import Agent, EpisodeLimits
-from coevolve_engine.adapters.environments.base import Environment
+from coevolve_engine.core.environment import Environment
 from coevolve_engine.evaluations import TaskResult
 
 

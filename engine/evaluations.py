@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.store import Store
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents.base import Agent
-    from coevolve_engine.adapters.agents.rollout import Rollout
-    from coevolve_engine.adapters.environments.base import Environment
+    from coevolve_engine.core.rollout import Rollout
+    from coevolve_engine.core.environment import Environment
 
 EVAL_TASKS_SQL = """
 SELECT task_id, spec FROM tasks
@@ -217,7 +218,7 @@ class AgentEvaluation:
 def evaluate_agent(db: str | Path, environment: "Environment", env: str, tasks: Iterable[Mapping[str, Any]],
                    agent: "Agent", *, settings: Mapping[str, Any], label: str | None = None,
                    category: str | None = None, concurrency: int = 4, progress: bool = False,
-                   wait: float = 30.0) -> AgentEvaluation:
+                   wait: float = DEFAULT_WAIT_SECONDS) -> AgentEvaluation:
     """Evaluate ``agent`` on ``tasks`` (store task records), each a full episode scored by ``environment``.
 
     The evaluation's id hashes (agent.policy, env, task ids, settings); ``settings`` must hold everything

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from coevolve_engine.core.ids import canonical_json  # the request hash's input: one text per value
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
@@ -86,11 +87,6 @@ class LLMResult:
     cached: bool
     attempts: int
     usage: LLMUsage = field(default_factory=LLMUsage)
-
-
-def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no spaces: equal values give equal text (the input of ``request_hash``)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def request_hash(request: dict[str, Any]) -> str:

@@ -3,7 +3,7 @@
 A group (the K rollouts of one task at one step) is written in one transaction when its last rollout
 finishes, through a store opened only for that write, so readers can query between groups, an interrupted
 run keeps every finished group, and a rerun skips the tasks whose group at that step is already stored.
-Rollout ids are ``task_id@step#k`` (``trainers.base.group_records``), so nothing is ever written twice.
+Rollout ids are ``task_id@step#k`` (``core.sink.group_records``), so nothing is ever written twice.
 """
 
 from __future__ import annotations
@@ -13,47 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.store import Store
 
 if TYPE_CHECKING:
     from coevolve_engine.adapters.agents.base import Agent
-    from coevolve_engine.adapters.agents.rollout import Rollout
-    from coevolve_engine.adapters.environments.base import Environment
-
-SELECT_TASKS_SQL = """
-SELECT task_id, spec
-FROM tasks
-WHERE env = $env AND split = 'train'
-  AND ($category IS NULL OR spec->>'category' = $category)
-  AND (len($task_ids) = 0 OR list_contains($task_ids, task_id))
-ORDER BY md5(task_id || ':' || CAST($seed AS VARCHAR))
-LIMIT $limit
-"""
+    from coevolve_engine.core.rollout import Rollout
+    from coevolve_engine.core.environment import Environment
 
 ROLLED_OUT_SQL = """
 SELECT DISTINCT task_id FROM trajectories WHERE step = $step AND list_contains($task_ids, task_id)
 """
 
 
-def select_tasks(store: Store, env: str, *, category: str | None = None, task_ids: list[str] | None = None,
-                 n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """Training tasks of ``env`` from the store, in a seeded random order, at most ``n``. Eval tasks (split
-    'eval') are never selected: their rollouts would enter the signals and the synthesis."""
-    import json
-
-    rows = store.execute(SELECT_TASKS_SQL, {
-        "env": env, "category": category, "task_ids": list(task_ids or []), "seed": seed,
-        "limit": n if n is not None else 2**62,
-    }).fetchall()
-    return [{"task_id": task_id, "spec": json.loads(spec)} for task_id, spec in rows]
-
-
 class GroupWriter:
     """Buffers rollouts per group and writes each group whole, through ``StoreSink``, when its K-th arrives."""
 
-    def __init__(self, db: Path, k: int, step: int, wait: float = 30.0) -> None:
-        from coevolve_engine.trainers.base import StoreSink
+    def __init__(self, db: Path, k: int, step: int, wait: float = DEFAULT_WAIT_SECONDS) -> None:
+        from coevolve_engine.core.sink import StoreSink
 
         self.k = k
         self.step = step
@@ -100,7 +79,7 @@ def run_rollout_job(
     seed: int = 0,
     concurrency: int = 4,
     progress: bool = False,
-    wait: float = 30.0,
+    wait: float = DEFAULT_WAIT_SECONDS,
     on_group: Callable[[int], None] | None = None,
 ) -> RolloutSummary:
     """Roll ``agent`` out K times on each selected task at ``step``, writing groups as they finish."""

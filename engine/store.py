@@ -25,11 +25,11 @@ import duckdb
 import polars as pl
 
 from coevolve_engine import sqlfiles
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.sqlident import quote_ident
 from coevolve_engine.errors import StoreDamagedError, StoreError, StoreLockedError
 
 DEFAULT_DB = "coevolve.duckdb"
-DEFAULT_WAIT_SECONDS = 30.0
 
 
 def default_db_path() -> Path:

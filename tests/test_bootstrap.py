@@ -145,7 +145,7 @@ def test_worlds_are_built_from_the_api_classes_and_never_equal_a_shipped_tasks_s
 
 
 def test_an_environment_without_worlds_says_so_and_calc_has_its_start_values():
-    from coevolve_engine.adapters.environments.base import Environment
+    from coevolve_engine.core.environment import Environment
 
     class Bare(Environment):
         name = "bare"

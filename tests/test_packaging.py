@@ -46,3 +46,14 @@ def test_every_command_is_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     for name in cli.commands:
         assert f"coevolve-engine {name}" in readme, name
+
+
+def test_the_trainers_install_hints_ask_for_the_trl_the_project_requires():
+    from coevolve_engine.trainers import TRAINERS
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (required,) = [spec for spec in config["project"]["optional-dependencies"]["demo"] if spec.startswith("trl")]
+    hints = {name: reg.install_hint for name, reg in TRAINERS.entries.items() if "trl" in (reg.install_hint or "")}
+    assert hints, "no trainer's install hint names trl"
+    for name, hint in hints.items():
+        assert f'"{required}"' in hint, f"trainer {name}: {hint!r} does not ask for {required}"

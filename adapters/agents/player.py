@@ -35,13 +35,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..environments.base import Observation, ToolCall
+from coevolve_engine.core.environment import Observation, ToolCall
 from .base import AgentFault, EpisodeLimits, ModelReply
-from .rollout import STOP_DONE, STOP_ERROR, STOP_MAX_MODEL_CALLS, STOP_MAX_STEPS, Rollout
+from coevolve_engine.core.rollout import STOP_DONE, STOP_ERROR, STOP_MAX_MODEL_CALLS, STOP_MAX_STEPS, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..calls import ParsedCall
-    from ..environments.base import Environment, Episode
+    from coevolve_engine.core.environment import Environment, Episode
     from .base import Agent
 
 

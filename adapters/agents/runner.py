@@ -16,10 +16,10 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from .rollout import STOP_ERROR, Rollout
+from coevolve_engine.core.rollout import STOP_ERROR, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..environments.base import Environment
+    from coevolve_engine.core.environment import Environment
     from .base import Agent
 
 

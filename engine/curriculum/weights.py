@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from coevolve_engine.core.weights import WeightSet, latest_round, load_weights  # the read side, shared with trainers
 from coevolve_engine.curriculum.strategy import CurriculumError, CurriculumStrategy, load_strategy
 from coevolve_engine.signals import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
@@ -50,27 +51,6 @@ SELECT
              + sum(CASE WHEN q > 0 THEN q * log2(q / m) ELSE 0 END) / 2, 0) AS js_divergence
 FROM mixed
 """
-
-
-@dataclass(frozen=True)
-class WeightSet:
-    """One round's weights. ``task_ids`` are sorted, and ``weights[i]`` is the weight of ``task_ids[i]``: a
-    sampler's index i means ``task_ids[i]`` on every process."""
-
-    round: int
-    strategy: str
-    params: dict
-    step: int | None
-    reason: str
-    task_ids: np.ndarray
-    weights: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.task_ids)
-
-    @property
-    def probabilities(self) -> np.ndarray:
-        return self.weights / self.weights.sum()
 
 
 def _strategy(strategy: str | CurriculumStrategy, settings) -> CurriculumStrategy:
@@ -192,28 +172,3 @@ def _js_from_uniform(weights: np.ndarray) -> float:
     kl_u = np.sum(u * np.log2(u / m))
     value = float((kl_p + kl_u) / 2)
     return 0.0 if math.isclose(value, 0.0, abs_tol=1e-12) else value
-
-
-def latest_round(store: Store) -> int | None:
-    return store.scalar("SELECT max(round) FROM weight_sets")
-
-
-def load_weights(store: Store, round: int | None = None) -> WeightSet:
-    """A round's weights (the latest round when ``round`` is None) as numpy arrays, sorted by task id."""
-    if round is None:
-        round = latest_round(store)
-        if round is None:
-            raise CurriculumError("the store has no weights yet; compute them with "
-                                  "`coevolve-engine weights --strategy coevolve`")
-    header = store.con.execute("SELECT strategy, params, step, reason FROM weight_sets WHERE round = $round",
-                               {"round": round}).fetchall()
-    if not header:
-        known = [r[0] for r in store.con.execute("SELECT round FROM weight_sets ORDER BY round").fetchall()]
-        raise CurriculumError(f"round {round} has no weights (rounds with weights: "
-                              f"{', '.join(map(str, known)) or 'none'}); compute them with "
-                              f"`coevolve-engine weights --round {round}`")
-    strategy, params, step, reason = header[0]
-    arrays = store.con.execute("SELECT task_id, weight FROM task_weights WHERE round = $round ORDER BY task_id",
-                               {"round": round}).fetchnumpy()
-    return WeightSet(round, strategy, json.loads(params), step, reason, np.asarray(arrays["task_id"]),
-                     np.asarray(arrays["weight"], dtype=np.float64))

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.embeddings import text_hash
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, cluster_vectors
@@ -202,7 +203,7 @@ def embed_ahead(
     seed: int = 0,
     signals: Sequence[str] | None = None,
     embedder: "Embedder | None" = None,
-    wait: float = 30.0,
+    wait: float = DEFAULT_WAIT_SECONDS,
     progress: Callable[[str], None] | None = None,
 ) -> tuple["Embedder", int]:
     """Embed the texts ``find_patterns`` (same arguments) will cluster, without holding the store while the

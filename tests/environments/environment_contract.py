@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from coevolve_engine.adapters.environments.base import (
+from coevolve_engine.core.environment import (
     Environment,
     Observation,
     Score,

@@ -16,7 +16,7 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (pip install
 from environment_contract import EnvironmentContract  # noqa: E402
 
 from coevolve_engine.adapters.environments import ENVIRONMENTS, load_environment  # noqa: E402
-from coevolve_engine.adapters.environments.base import SpecError, ToolCall, replay  # noqa: E402
+from coevolve_engine.core.environment import SpecError, ToolCall, replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment  # noqa: E402
 from coevolve_engine.registry import RegistryError  # noqa: E402
 
@@ -134,7 +134,7 @@ def test_importing_bfcl_leaves_site_packages_alone(tmp_path):
         """
         import os, pathlib, bfcl_eval
         from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-        from coevolve_engine.adapters.environments.base import replay
+        from coevolve_engine.core.environment import replay
         env = BFCLEnvironment()
         task = next(env.load_tasks("simple_python", limit=1))
         assert replay(env, task["task_id"], task["spec"], env.reference_solution(task["spec"])).success

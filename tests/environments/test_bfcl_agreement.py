@@ -22,7 +22,7 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (pip install
 from bfcl_perturbations import PERTURBATIONS, bfcl_verdict, our_verdict, perturb  # noqa: E402
 
 from coevolve_engine.adapters.calls import CallParseError, parse_tool_calls  # noqa: E402
-from coevolve_engine.adapters.environments.base import replay  # noqa: E402
+from coevolve_engine.core.environment import replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl import MULTI_TURN_CATEGORIES, BFCLEnvironment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.shipped import bfcl_module  # noqa: E402
 

@@ -10,7 +10,7 @@ import pytest
 from environment_contract import EnvironmentContract
 
 from coevolve_engine.adapters.environments import ENVIRONMENTS, load_environment
-from coevolve_engine.adapters.environments.base import SpecError, ToolCall, replay
+from coevolve_engine.core.environment import SpecError, ToolCall, replay
 from coevolve_engine.adapters.environments.calc import CalcEnvironment, skill_of
 from coevolve_engine.adapters.environments.calc.tasks import (
     SEED_SPACE,
@@ -311,7 +311,7 @@ def test_the_player_opens_every_calc_task_with_its_prompt_and_the_environments_t
 
 
 def test_every_split_holds_two_and_three_turn_tasks_that_their_reference_solves(calc):
-    from coevolve_engine.adapters.environments.base import replay
+    from coevolve_engine.core.environment import replay
 
     for split in ("seed", "test", "full"):
         tasks = list(calc.load_tasks(split=split))
@@ -326,7 +326,7 @@ def test_every_split_holds_two_and_three_turn_tasks_that_their_reference_solves(
 
 
 def test_a_multi_turn_task_names_the_turn_where_it_went_wrong(calc, test_tasks):
-    from coevolve_engine.adapters.environments.base import ToolCall
+    from coevolve_engine.core.environment import ToolCall
 
     task = next(t for t in test_tasks if len(t["spec"].get("turns", [])) == 3 and t["spec"]["form"] == "steps")
     steps = task["spec"]["steps"]

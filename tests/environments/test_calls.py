@@ -11,7 +11,7 @@ from coevolve_engine.adapters.calls import (
     parse_python_calls,
     parse_tool_calls,
 )
-from coevolve_engine.adapters.environments.base import ToolCall
+from coevolve_engine.core.environment import ToolCall
 
 SCHEMAS = [
     {"type": "function", "function": {"name": "cd", "parameters": {"type": "object", "properties": {"folder": {}}}}},

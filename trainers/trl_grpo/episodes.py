@@ -18,8 +18,8 @@ import json
 from typing import Any
 
 from coevolve_engine.adapters.agents.base import Agent, EpisodeLimits
-from coevolve_engine.adapters.agents.rollout import Rollout
-from coevolve_engine.adapters.environments.base import Environment
+from coevolve_engine.core.rollout import Rollout
+from coevolve_engine.core.environment import Environment
 
 
 def task_prompt(environment: Environment, task: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
-from coevolve_engine.adapters.environments.base import ToolCall
+from coevolve_engine.core.environment import ToolCall
 from coevolve_engine.adapters.environments.bfcl.shipped import api_class, is_stateless
 
 _MAX_LITERAL_DEPTH = 32

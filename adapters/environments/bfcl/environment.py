@@ -12,7 +12,7 @@ import importlib.util
 import logging
 from typing import Any, Iterable, Iterator
 
-from coevolve_engine.adapters.environments.base import Environment, Episode, SpecError, ToolCall
+from coevolve_engine.core.environment import Environment, Episode, SpecError, ToolCall
 from coevolve_engine.adapters.environments.bfcl.api_state import ScenarioLoadError
 from coevolve_engine.adapters.environments.bfcl.multi_turn import MultiTurnEpisode
 from coevolve_engine.adapters.environments.bfcl import drafts, worlds

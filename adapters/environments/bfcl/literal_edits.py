@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from coevolve_engine.adapters.environments.base import ToolCall
+from coevolve_engine.core.environment import ToolCall
 from coevolve_engine.adapters.environments.bfcl.shipped import bfcl_module, function_docs
 from coevolve_engine.adapters.environments.bfcl.task_edits import (
     Spec,

@@ -21,7 +21,7 @@ import copy
 from typing import Any
 
 from coevolve_engine.adapters.calls import format_python_call
-from coevolve_engine.adapters.environments.base import Episode, Observation, Score, ToolCall
+from coevolve_engine.core.environment import Episode, Observation, Score, ToolCall
 from coevolve_engine.adapters.environments.bfcl.api_state import APIState, refusal
 from coevolve_engine.adapters.environments.bfcl.shipped import added_functions_prompt, bfcl_module
 from coevolve_engine.adapters.environments.bfcl.specs import ground_truth_calls, multi_turn_docs

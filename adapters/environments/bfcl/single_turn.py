@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from coevolve_engine.adapters.environments.base import Episode, Observation, Score, ToolCall
+from coevolve_engine.core.environment import Episode, Observation, Score, ToolCall
 from coevolve_engine.adapters.environments.bfcl.api_state import is_literal
 from coevolve_engine.adapters.environments.bfcl.shipped import bfcl_module
 from coevolve_engine.adapters.environments.bfcl.tool_schemas import to_tool_schema, tool_name

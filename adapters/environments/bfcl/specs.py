@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from coevolve_engine.adapters.calls import CallParseError, parameter_order, parse_python_calls
-from coevolve_engine.adapters.environments.base import ToolCall
+from coevolve_engine.core.environment import ToolCall
 from coevolve_engine.adapters.environments.bfcl.api_state import APIState, ScenarioLoadError
 from coevolve_engine.adapters.environments.bfcl.shipped import (
     BFCL_VERSION,

@@ -27,7 +27,8 @@ from coevolve_engine.adapters.environments.bfcl import literal_edits as literals
 from coevolve_engine.adapters.environments.bfcl import task_edits as edits
 from coevolve_engine.adapters.environments.bfcl.shipped import is_stateless
 from coevolve_engine.adapters.environments.bfcl.specs import ENV_NAME, check_structure, first_user_message
-from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer, quotas, spec_hash
+from coevolve_engine.core.candidates import Candidate, FailurePattern, Synthesizer, quotas
+from coevolve_engine.core.ids import spec_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.store import Store

@@ -20,7 +20,7 @@ import random
 from typing import Any, Callable, Iterator
 
 from coevolve_engine.adapters.calls import format_python_call, parameter_order, parse_python_calls
-from coevolve_engine.adapters.environments.base import ToolCall
+from coevolve_engine.core.environment import ToolCall
 from coevolve_engine.adapters.environments.bfcl.api_state import APIState
 from coevolve_engine.adapters.environments.bfcl.shipped import function_docs, is_stateless
 from coevolve_engine.adapters.environments.bfcl.specs import ground_truth_calls, multi_turn_docs

@@ -13,7 +13,7 @@ import copy
 import random
 from typing import Any, Iterator
 
-from coevolve_engine.adapters.environments.base import (
+from coevolve_engine.core.environment import (
     Environment,
     Episode,
     Observation,

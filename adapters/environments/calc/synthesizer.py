@@ -35,7 +35,8 @@ from coevolve_engine.adapters.environments.calc.tasks import (
     check_spec,
     make_spec,
 )
-from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer, quotas, spec_hash
+from coevolve_engine.core.candidates import Candidate, FailurePattern, Synthesizer, quotas
+from coevolve_engine.core.ids import spec_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.store import Store

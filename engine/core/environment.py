@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping
+
+if TYPE_CHECKING:
+    from coevolve_engine.registry import PluginContext
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,11 @@ class Environment(ABC):
     """A family of tasks that can be started as episodes, checked and scored."""
 
     name: ClassVar[str]
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], context: "PluginContext") -> "Environment":
+        """How the registry builds one (``Registry.build``): ``cls(**options)``; override to use the context."""
+        return cls(**options)
 
     @abstractmethod
     def check_spec(self, spec: dict[str, Any]) -> list[str]:
