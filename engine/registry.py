@@ -7,7 +7,13 @@ that third-party plugins use, so nothing distinguishes a built-in from a plugin 
     ENVIRONMENTS = Registry("environment", entry_point_group="coevolve_engine.environments")
     ENVIRONMENTS.register("bfcl", "coevolve_engine.adapters.environments.bfcl:BFCLEnvironment",
                           install_hint="pip install --no-deps bfcl-eval==2026.3.23")
-    cls = ENVIRONMENTS.load("bfcl")
+    environment = ENVIRONMENTS.build("bfcl", {"categories": ["multi_turn_base"]})
+
+Every kind is built one way: ``build(name, options, context)``. ``options`` are the plugin's own settings (a
+TOML table, or command-line options); ``context`` is what the engine knows (the store's path, the environment,
+the seed, how long to wait for the store). A class that needs the context defines the classmethod
+``from_options(options, context)``; the base classes of every kind define it as ``cls(**options)``, and a
+plain callable registered without it is called with the options.
 
 Entry points are read the first time a registry is looked up, never at import time.
 """
@@ -17,10 +23,11 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.errors import CoevolveError
 
 
@@ -36,6 +43,17 @@ class Registration:
     target: str  # "package.module:ClassName"
     install_hint: str | None = None
     description: str = ""
+
+
+@dataclass(frozen=True)
+class PluginContext:
+    """What the engine hands a plugin it builds, beside the plugin's own options."""
+
+    store_path: Path | None = None  # the store the plugin may read (the engine writes what it returns)
+    env: str | None = None  # the registered name of the run's environment
+    environment: Any = None  # the environment instance, where one is already built
+    seed: int = 0
+    wait: float = DEFAULT_WAIT_SECONDS  # seconds a store open waits for another process's write
 
 
 class Registry:
@@ -103,3 +121,12 @@ class Registry:
             return getattr(module, attr)
         except AttributeError as exc:
             raise RegistryError(f"{self.kind} {name!r}: {module_name} has no attribute {attr!r}") from exc
+
+    def build(self, name: str, options: Mapping[str, Any] | None = None, context: PluginContext | None = None) -> Any:
+        """An instance of ``name`` built from its ``options`` and the engine's ``context`` (see the module doc)."""
+        target = self.load(name)
+        options = dict(options or {})
+        from_options = getattr(target, "from_options", None)
+        if from_options is None:
+            return target(**options)
+        return from_options(options, context if context is not None else PluginContext())

@@ -8,7 +8,7 @@ Nothing heavy is imported here: torch, transformers and TRL load when a trainer 
 
 from coevolve_engine.registry import Registry
 
-from .base import BatchSource, StoreSink, Trainer, TrainReport, TrajectorySink, group_records
+from .base import BatchSource, StoreSink, TrainContext, Trainer, TrainReport, TrajectorySink, group_records
 
 TRAINERS = Registry("trainer", entry_point_group="coevolve_engine.trainers")
 TRAINERS.register(

@@ -18,15 +18,18 @@ from __future__ import annotations
 import math
 import os
 import time
-import types
-import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.settings import coerce, field_types
+from coevolve_engine.registry import PluginContext
+from coevolve_engine.core.sink import StoreSink, TrajectorySink, group_records  # the store side of the contract
+
 if TYPE_CHECKING:
-    from coevolve_engine.adapters.agents.rollout import Rollout
+    from coevolve_engine.core.rollout import Rollout
 
 
 class BatchSource:
@@ -51,9 +54,9 @@ class BatchSource:
 
     @classmethod
     def from_store(cls, db: str | os.PathLike[str], round: int | None = None, *, seed: int = 0,
-                   wait: float = 30.0) -> "BatchSource":
+                   wait: float = DEFAULT_WAIT_SECONDS) -> "BatchSource":
         """The weights a curriculum strategy stored for ``round`` (default: the latest) in ``task_weights``."""
-        from coevolve_engine.curriculum import load_weights
+        from coevolve_engine.core.weights import load_weights
         from coevolve_engine.store import Store
 
         with Store(db, read_only=True, wait=wait) as store:
@@ -75,85 +78,6 @@ class BatchSource:
         self.round = self.round + 1 if round is None else round
 
 
-class TrajectorySink(ABC):
-    """Receives every rollout a trainer generated, in whole groups: one at a time (``write_group``) or a
-    training step's groups together (``write_groups``, which a trainer should prefer: a store sink writes them
-    in one unit of work)."""
-
-    groups: int = 0
-    rollouts: int = 0
-    #: seconds this sink spent writing to the store (the loop counts them as feedback work, not training)
-    store_seconds: float = 0.0
-
-    @abstractmethod
-    def write_group(self, rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> None:
-        """Keep one group: the K rollouts of one task generated together at training ``step``."""
-
-    def write_groups(self, groups: Sequence[tuple[str, Sequence["Rollout"]]], *, step: int) -> None:
-        """Keep the groups ``(group_id, rollouts)`` of one training ``step``; by default one by one."""
-        for group_id, rollouts in groups:
-            self.write_group(rollouts, step=step, group_id=group_id)
-
-
-def group_records(rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> list[dict[str, Any]]:
-    """The store's trajectory records of one group, ids ``group_id#k`` so a rewrite adds nothing."""
-    records = []
-    for k, rollout in enumerate(sorted(rollouts, key=lambda r: r.sample_index)):
-        record = rollout.to_record(step=step, group_id=group_id)
-        record["trajectory_id"] = f"{group_id}#{k}"
-        records.append(record)
-    return records
-
-
-class StoreSink(TrajectorySink):
-    """Writes each group, or each step's groups, in one transaction through a store opened only for that
-    write: readers can query the store between two writes (waiting at most one step's write), and an
-    interrupted run keeps every step it finished."""
-
-    def __init__(self, db: str | Path, *, wait: float = 30.0, label: str = "trainer group") -> None:
-        self.db = Path(db)
-        self.wait = wait
-        self.label = label  # names the write in the ingests table: '<label> <group_id>' or '<label> step <n>'
-        self.groups = 0
-        self.rollouts = 0
-        self.store_seconds = 0.0
-        self.writes = 0  # units of work (store opens) so far
-
-    def write_group(self, rollouts: Sequence["Rollout"], *, step: int, group_id: str) -> None:
-        self._write([(group_id, rollouts)], step=step, name=group_id)
-
-    def write_groups(self, groups: Sequence[tuple[str, Sequence["Rollout"]]], *, step: int) -> None:
-        if len(groups) == 1:  # named as before, so a store written group by group reads the same
-            self.write_group(groups[0][1], step=step, group_id=groups[0][0])
-        elif groups:
-            self._write(groups, step=step, name=f"step {step}")
-
-    def _write(self, groups: Sequence[tuple[str, Sequence["Rollout"]]], *, step: int, name: str) -> None:
-        from coevolve_engine.errors import CoevolveError
-        from coevolve_engine.store import Store
-
-        started = time.perf_counter()
-        records: list[dict[str, Any]] = []
-        for group_id, rollouts in groups:
-            records += group_records(rollouts, step=step, group_id=group_id)
-        ids = [record["trajectory_id"] for record in records]
-        with Store(self.db, wait=self.wait) as store, store.transaction() as con:
-            taken = con.execute(
-                "SELECT min(trajectory_id), count(*) FROM trajectories WHERE list_contains($ids, trajectory_id)",
-                {"ids": ids}).fetchall()[0]
-            if taken[1]:  # ingest would keep the stored rows and drop these: rollouts lost without a word
-                group_id = taken[0].rsplit("#", 1)[0]
-                raise CoevolveError(
-                    f"{self.db} already holds {taken[1]} trajectories with the ids of group {group_id} "
-                    f"({taken[0]}, ...): the store has rollouts at step {step} already; start the trainer's "
-                    "steps after the store's latest step")
-            store.add_records("trajectories", records, label=f"{self.label} {name}")
-        self.groups += len(groups)
-        self.rollouts += len(records)
-        self.writes += 1
-        self.store_seconds += time.perf_counter() - started
-
-
 def options_config(config_class: type, options: Mapping[str, Any], fixed: Mapping[str, Any], what: str,
                    reserved: Sequence[str] = ()) -> Any:
     """``config_class(**fixed, **options)``, refusing options that are unknown or that the run sets itself
@@ -170,46 +94,17 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
     clash = sorted(set(options) & (set(fixed) | set(reserved)))
     if clash:
         raise CoevolveError(f"{what}: {', '.join(clash)} cannot be set in the options (the run sets them)")
-    hints = typing.get_type_hints(config_class)
+    hints = field_types(config_class)
+    checked = {}
     for name, value in options.items():
-        if not _fits(value, hints.get(name, Any)):
-            raise CoevolveError(f"{what}: option {name} must be {_kind_name(hints[name])}, got {value!r}")
+        try:
+            checked[name] = coerce(value, hints.get(name, Any))
+        except ValueError as exc:
+            raise CoevolveError(f"{what}: option {name} must be {exc}, got {value!r}") from None
     try:
-        return config_class(**fixed, **options)
+        return config_class(**fixed, **checked)
     except (TypeError, ValueError) as exc:
         raise CoevolveError(f"{what}: {exc}") from exc
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    """Whether ``value`` (from TOML or --set) is of the annotated type ``hint``; types it cannot judge pass."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, arg) for arg in typing.get_args(hint))
-    hint = origin or hint
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if hint in (dict, Mapping):
-        return isinstance(value, Mapping)
-    if hint in (list, tuple, Sequence):
-        return isinstance(value, (list, tuple))
-    return True
-
-
-def _kind_name(hint: Any) -> str:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_kind_name(arg) for arg in typing.get_args(hint))
-    hint = typing.get_origin(hint) or hint
-    names = {type(None): "none", bool: "true or false", int: "an integer", float: "a number", str: "a string",
-             dict: "a table", list: "a list", tuple: "a list"}
-    return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 @dataclass(frozen=True)
@@ -228,11 +123,24 @@ class TrainReport:
         return self.seconds / self.steps if self.steps else 0.0
 
 
+@dataclass(frozen=True)
+class TrainContext(PluginContext):
+    """What the run hands a trainer it builds for a round, beside the trainer's own options."""
+
+    source: BatchSource | None = None  # which tasks to train on, and how often to draw each
+    sink: TrajectorySink | None = None  # where every rollout goes (None: the trainer writes none)
+    model: str = ""  # the policy the round starts from
+    output_dir: str = ""  # where the checkpoint is saved
+    start_step: int = 0  # the trainer numbers its steps from start_step + 1
+    policy_name: str = "policy"  # the policy id recorded with every rollout, as NAME@STEP
+
+
 class Trainer(ABC):
     """Trains a policy on groups drawn from a ``BatchSource`` and reports every rollout to a ``TrajectorySink``.
 
-    To be driven by `coevolve-engine run`, a trainer also implements ``for_run`` and names its settings'
-    dataclass in ``options_class`` (fields with ``metadata={"help": ...}``; the run sets those in ``run_sets``).
+    To be driven by `coevolve-engine run`, a trainer also implements ``from_options`` (the factory every plugin
+    kind has: its options and a ``TrainContext``) and names its settings' dataclass in ``options_class``
+    (fields with ``metadata={"help": ...}``; the run sets those in ``run_sets``).
     """
 
     source: BatchSource
@@ -243,24 +151,23 @@ class Trainer(ABC):
     run_sets: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def for_run(cls, *, db: Path, environment: Any, source: BatchSource, sink: TrajectorySink | None, model: str,
-                output_dir: str, seed: int, start_step: int, policy_name: str,
-                options: Mapping[str, Any]) -> "Trainer":
-        """The trainer for one round of `coevolve-engine run`: train ``model`` on the store's tasks that
-        ``source`` weighs, number its steps from ``start_step + 1``, report rollouts to ``sink``, and save the
-        policy under ``output_dir`` after ``train``. ``options`` are the user's settings for this trainer."""
+    def from_options(cls, options: Mapping[str, Any], context: "TrainContext") -> "Trainer":
+        """The trainer for one round of `coevolve-engine run` (``TRAINERS.build``): train ``context.model`` on the
+        store's tasks that ``context.source`` weighs, number its steps from ``context.start_step + 1``, report
+        rollouts to ``context.sink``, and save the policy under ``context.output_dir`` after ``train``.
+        ``options`` are the user's settings for this trainer."""
         raise NotImplementedError(f"trainer {cls.__name__} cannot be driven by `coevolve-engine run` "
-                                  "(it does not implement Trainer.for_run)")
+                                  "(it does not implement Trainer.from_options)")
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any], what: str) -> None:
-        """Refuse ``options`` that ``for_run`` would refuse (unknown names, wrong types, values the settings
+        """Refuse ``options`` that ``from_options`` would refuse (unknown names, wrong types, values the settings
         class rejects), without building anything: the run checks its whole configuration before a round."""
         if cls.options_class is None:
             return
         import dataclasses
 
-        hints = typing.get_type_hints(cls.options_class)
+        hints = field_types(cls.options_class)
         stand_ins = {str: "", int: 0, float: 0.0, bool: True}
         fixed = {f.name: stand_ins.get(hints.get(f.name), None) for f in dataclasses.fields(cls.options_class)
                  if f.name in cls.run_sets and f.default is dataclasses.MISSING

@@ -20,9 +20,11 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
+from coevolve_engine.trainers.base import TrainContext, options_config  # how the run builds one
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ def demonstrations(
     *,
     task_ids: list[str] | None = None,
     min_reward: float = 1.0,
-    wait: float = 30.0,
+    wait: float = DEFAULT_WAIT_SECONDS,
 ) -> list[dict[str, Any]]:
     """Demonstrations (``task_id``, ``messages``: the whole chat, ``tools``: the episode's own) from the store's
     trajectories of ``environment``'s tasks with reward >= ``min_reward`` and no fault, identical ones once. A
@@ -94,7 +96,7 @@ def demonstrations(
     task_ids: only these tasks (default: every task of the environment in the store).
     """
     from coevolve_engine.errors import CoevolveError
-    from coevolve_engine.rollouts import select_tasks
+    from coevolve_engine.core.tasks import select_tasks
     from coevolve_engine.store import Store
 
     with Store(db, read_only=True, wait=wait) as store:
@@ -247,7 +249,7 @@ class RFTTrainer(Trainer):
 
     @classmethod
     def from_store(cls, db: str | Path, config: RFTConfig, environment: Any, source: BatchSource, *,
-                   min_reward: float = 1.0, wait: float = 30.0) -> "RFTTrainer":
+                   min_reward: float = 1.0, wait: float = DEFAULT_WAIT_SECONDS) -> "RFTTrainer":
         """A trainer on the store's successful trajectories of the tasks ``source`` weighs above 0."""
         task_ids = [task for task, weight in source.weights().items() if weight > 0]
         rows = demonstrations(db, environment, task_ids=task_ids, min_reward=min_reward, wait=wait)
@@ -261,15 +263,13 @@ class RFTTrainer(Trainer):
     run_sets = ("model", "output_dir", "seed", "save_checkpoint", "steps")
 
     @classmethod
-    def for_run(cls, *, db, environment, source, sink, model, output_dir, seed, start_step, policy_name,
-                options) -> "RFTTrainer":
-        from coevolve_engine.trainers.base import options_config
-
-        config = options_config(RFTConfig, options, dict(model=model, output_dir=output_dir, seed=seed,
+    def from_options(cls, options: Mapping[str, Any], context: TrainContext) -> "RFTTrainer":
+        c = context
+        config = options_config(RFTConfig, options, dict(model=c.model, output_dir=c.output_dir, seed=c.seed,
                                                           save_checkpoint=True), "warm-up trainer sft",
                                 reserved=cls.run_sets)
-        trainer = cls.from_store(db, config, environment, source)
-        trainer.steps_done = start_step
+        trainer = cls.from_store(c.store_path, config, c.environment, c.source, wait=c.wait)
+        trainer.steps_done = c.start_step
         return trainer
 
     @property

@@ -1,17 +1,21 @@
 """Agents: policies that play environment episodes and return rollouts.
 
-    from coevolve_engine.adapters.agents import AGENTS, run_rollouts
-    agent = AGENTS.load("litellm")("hosted_vllm/Qwen/Qwen3-8B", api_base="http://127.0.0.1:8000/v1")
+    from coevolve_engine.adapters.agents import load_agent, run_rollouts
+    agent = load_agent("hosted_vllm/Qwen/Qwen3-8B", {"api_base": "http://127.0.0.1:8000/v1", "temperature": 0.9})
     rollouts = run_rollouts(env, tasks, agent, k=8, concurrency=4, step=0, on_rollout=sink)
 
 Nothing heavy is imported here: litellm, torch and transformers load when an agent first needs them.
 """
 
-from coevolve_engine.registry import Registry
+from pathlib import Path
+from typing import Any, Mapping
 
-from .base import Agent, AgentFault, EpisodeLimits, ModelReply
+from coevolve_engine.errors import CoevolveError
+from coevolve_engine.registry import PluginContext, Registry
+
+from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from .player import Play, play_all, run_episode, run_task, start_play
-from .rollout import STOPS, Rollout, Usage
+from coevolve_engine.core.rollout import STOPS, Rollout, Usage
 from .runner import default_group_id, run_rollouts
 from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
 
@@ -35,10 +39,30 @@ AGENTS.register(
     description="plays the environment's reference solution; demonstrations for SFT warm-up and sanity checks",
 )
 
+
+
+def agent_kind(model: str) -> str:
+    """Which registered agent plays ``model``: "reference", a local model directory, or any other model string
+    (litellm)."""
+    if model == "reference":
+        return "reference"
+    return "local" if Path(model).is_dir() else "litellm"
+
+
+def load_agent(model: str, options: Mapping[str, Any] | None = None,
+               context: PluginContext | None = None) -> Agent:
+    """The agent that plays ``model``, built through ``AGENTS`` from ``AgentOptions`` (the other fields)."""
+    try:
+        return AGENTS.build(agent_kind(model), {**dict(options or {}), "model": model}, context)
+    except (TypeError, ValueError, ImportError, OSError) as exc:  # TypeError: an option no agent takes
+        raise CoevolveError(f"cannot use model {model!r}: {exc}") from exc
+
+
 __all__ = [
     "AGENTS",
     "Agent",
     "AgentFault",
+    "AgentOptions",
     "EpisodeLimits",
     "ModelReply",
     "ParsedCall",
@@ -46,7 +70,9 @@ __all__ = [
     "Rollout",
     "STOPS",
     "Usage",
+    "agent_kind",
     "default_group_id",
+    "load_agent",
     "parse_arguments",
     "parse_tool_call_text",
     "play_all",

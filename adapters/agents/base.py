@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..calls import ParsedCall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..environments.base import Environment, Episode
-    from .rollout import Rollout
+    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.environment import Environment, Episode
+    from coevolve_engine.core.rollout import Rollout
 
 
 class AgentFault(RuntimeError):
@@ -60,12 +61,36 @@ class ModelReply:
     finish_reason: str | None = None
 
 
+@dataclass(frozen=True)
+class AgentOptions:
+    """The options every agent is built from (``load_agent``): `coevolve-engine rollout`'s and `eval`'s options,
+    or a run's ``[agent]`` and ``[episode]`` sections. Each agent reads those that apply to it."""
+
+    model: str  # a litellm model string, a local model directory, or "reference"
+    api_base: str | None = None  # an OpenAI-compatible server (litellm models)
+    api_key: str | None = None
+    temperature: float = 0.9  # sampling temperature; 0 is greedy
+    max_tokens: int = 1024  # tokens per answer
+    timeout: float = 60.0  # seconds to wait for one answer from a server
+    retries: int = 2  # retries of a call that failed with a retryable error
+    max_steps: int = 30  # environment steps per episode
+    max_model_calls_per_turn: int = 20
+    chat_template_kwargs: dict | None = None  # local models: template variables; servers: extra_body
+    policy: str | None = None  # the policy id recorded with each rollout (default: the model)
+
+
 class Agent(ABC):
     """A policy that plays episodes. Subclasses set ``policy``, ``limits``, ``system_prompt``."""
 
     policy: str = "agent"
     limits: EpisodeLimits = EpisodeLimits()
     system_prompt: str | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], context: "PluginContext") -> "Agent":
+        """How the registry builds one (``Registry.build``): ``cls(**options)``; the built-in agents read
+        ``AgentOptions`` instead."""
+        return cls(**options)
 
     @abstractmethod
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:

@@ -19,10 +19,13 @@ import importlib.util
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .base import Agent, AgentFault, EpisodeLimits, ModelReply
+from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from coevolve_engine.registry import PluginContext
 
 
 def import_litellm() -> Any:
@@ -157,6 +160,14 @@ class LiteLLMAgent(Agent):
     parse_text_tool_calls: read ``<tool_call>`` blocks from the text when the response has no tool_calls.
     completion_kwargs: anything else to pass to ``litellm.completion`` (e.g. ``extra_body``).
     """
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], context: "PluginContext") -> "LiteLLMAgent":
+        o = AgentOptions(**options)
+        extra = {"extra_body": {"chat_template_kwargs": o.chat_template_kwargs}} if o.chat_template_kwargs else None
+        return cls(o.model, api_base=o.api_base, api_key=o.api_key, temperature=o.temperature,
+                   max_tokens=o.max_tokens, timeout=o.timeout, num_retries=o.retries, max_steps=o.max_steps,
+                   max_model_calls_per_turn=o.max_model_calls_per_turn, policy=o.policy, completion_kwargs=extra)
 
     def __init__(
         self,

@@ -17,9 +17,12 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .base import Agent, AgentFault, EpisodeLimits, ModelReply
+from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
+
+if TYPE_CHECKING:  # pragma: no cover
+    from coevolve_engine.registry import PluginContext
 
 
 class LocalAgent(Agent):
@@ -33,6 +36,13 @@ class LocalAgent(Agent):
     max_steps, max_model_calls_per_turn: episode bounds (see EpisodeLimits).
     policy: the name recorded on trajectories (default: the path).
     """
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], context: "PluginContext") -> "LocalAgent":
+        o = AgentOptions(**options)
+        return cls(o.model, temperature=o.temperature, max_new_tokens=o.max_tokens, max_steps=o.max_steps,
+                   max_model_calls_per_turn=o.max_model_calls_per_turn, chat_template_kwargs=o.chat_template_kwargs,
+                   policy=o.policy)
 
     def __init__(
         self,
@@ -161,7 +171,7 @@ class TokenPolicy:
         import torch
 
         from ..calls import parse_tool_call_text
-        from .rollout import STOP_MAX_TOKENS
+        from coevolve_engine.core.rollout import STOP_MAX_TOKENS
 
         started = time.perf_counter()
         replies: list[Any] = [ModelReply(content=None) for _ in plays]

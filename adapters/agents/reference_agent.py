@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .base import Agent, AgentFault, EpisodeLimits, ModelReply
-from .rollout import STOP_ERROR, Rollout
+from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
+from coevolve_engine.core.rollout import STOP_ERROR, Rollout
 from ..calls import ParsedCall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..environments.base import Environment, ToolCall
+    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.environment import Environment, ToolCall
 
 DEFAULT_REPLY = "Done."
 
@@ -78,6 +79,11 @@ class ReferenceAgent(Agent):
         self.parallel = parallel
         self.limits = EpisodeLimits(max_steps=max_steps)
         self.policy = policy or "reference"
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], context: "PluginContext") -> "ReferenceAgent":
+        o = AgentOptions(**{"model": "reference", **options})
+        return cls(max_steps=o.max_steps, policy=o.policy)
 
     def __repr__(self) -> str:
         return f"ReferenceAgent(policy={self.policy!r})"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coevolve_engine.adapters.environments.base import (
+from coevolve_engine.core.environment import (
     Environment,
     Episode,
     Observation,
@@ -42,9 +42,8 @@ ENVIRONMENTS.register(
 
 
 def load_environment(name: str, **options: Any) -> Environment:
-    """An instance of the environment registered as ``name``, built with ``options``."""
-    environment_class = ENVIRONMENTS.load(name)
-    return environment_class(**options)
+    """An instance of the environment registered as ``name``, built with ``options`` (``ENVIRONMENTS.build``)."""
+    return ENVIRONMENTS.build(name, options)
 
 
 __all__ = [

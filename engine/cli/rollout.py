@@ -3,38 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from coevolve_engine.cli.options import db_option, endpoint_options, long_job, wait_option
-from coevolve_engine.errors import CoevolveError
 
 
-def make_agent(model: str, *, api_base: str | None, api_key: str | None, temperature: float, max_tokens: int,
-               timeout: float, retries: int, max_steps: int, policy: str | None, max_model_calls_per_turn: int = 20,
-               chat_template_kwargs: dict | None = None):
-    """The ReferenceAgent for "reference", a LocalAgent when MODEL is a local directory, otherwise a LiteLLMAgent
-    for the model string (``chat_template_kwargs`` go to a server as ``extra_body``, as vLLM reads them)."""
-    try:
-        if model == "reference":
-            from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
+def make_agent(model: str, **options: Any):
+    """The agent for MODEL from the command's agent options (``load_agent``: the ReferenceAgent for "reference",
+    a LocalAgent for a local directory, otherwise a LiteLLMAgent)."""
+    from coevolve_engine.adapters.agents import load_agent
 
-            return ReferenceAgent(max_steps=max_steps, policy=policy)
-        if Path(model).is_dir():
-            from coevolve_engine.adapters.agents.local_agent import LocalAgent
-
-            return LocalAgent(model, temperature=temperature, max_new_tokens=max_tokens, max_steps=max_steps,
-                              max_model_calls_per_turn=max_model_calls_per_turn,
-                              chat_template_kwargs=chat_template_kwargs, policy=policy)
-        from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
-
-        return LiteLLMAgent(model, api_base=api_base, api_key=api_key, temperature=temperature,
-                            max_tokens=max_tokens, timeout=timeout, num_retries=retries, max_steps=max_steps,
-                            max_model_calls_per_turn=max_model_calls_per_turn, policy=policy,
-                            completion_kwargs={"extra_body": {"chat_template_kwargs": chat_template_kwargs}}
-                            if chat_template_kwargs else None)
-    except (ValueError, ImportError, OSError) as exc:
-        raise CoevolveError(f"cannot use model {model!r}: {exc}") from exc
+    return load_agent(model, options)
 
 
 def _template_kwargs(ctx, param, value: str | None) -> dict | None:

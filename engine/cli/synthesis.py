@@ -58,22 +58,23 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
     The tasks that each pattern's member trajectories attempted are the seeds; the pattern's dominant signal
     (forgetting, boundary, rare) decides how they are varied. Candidates already stored are not added again.
     """
+    from coevolve_engine.registry import PluginContext
     from coevolve_engine.synthesis.candidates import synthesize as propose
 
     options: dict = {}
     if synthesizer in ("llm", "llm-unguided"):
         if not model:
             raise click.UsageError(f"--synthesizer {synthesizer} needs --model")
-        options = dict(store_path=db, model=model, explorer_model=explorer_model, api_base=api_base,
+        options = dict(model=model, explorer_model=explorer_model, api_base=api_base,
                        explorer_api_base=explorer_api_base, api_key=api_key, max_explore_steps=max_explore_steps,
                        cache=not no_cache, timeout=timeout, retries=retries)
         if synthesizer == "llm":
             options["tasks_per_pattern"] = tasks_per_pattern
         else:
-            options.update(env=env, tasks_per_world=tasks_per_pattern)
+            options["tasks_per_world"] = tasks_per_pattern
     with Store(db, create=False, wait=wait) as store:
         report = propose(store, round=round_, synthesizer=synthesizer, max_candidates=max_candidates, seed=seed,
-                         options=options)
+                         options=options, context=PluginContext(store_path=db, env=env, seed=seed, wait=wait))
     signals = ", ".join(f"{signal} {count}" for signal, count in sorted(report.by_signal.items())) or "none"
     click.echo(f"round {report.round}: {report.synthesizer} proposed {report.proposed} candidates for "
                f"{report.patterns} failure patterns ({signals}); {report.added} new, stored as pending")

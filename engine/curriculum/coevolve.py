@@ -13,21 +13,22 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from coevolve_engine.curriculum.strategy import CurriculumStrategy, StrategyResult, check_positive, option
+from coevolve_engine.core.settings import setting
+from coevolve_engine.curriculum.strategy import CurriculumStrategy, StrategyResult, check_positive
 
 
 @dataclass(frozen=True)
 class CoevolveConfig:
     """Settings of the coevolve strategy (every weight is 1 plus these terms)."""
 
-    base: float = option(1.0, "Weight every task starts from; > 0 so that nothing starves.")
-    forgetting: float = option(2.0, "a: added times the share of the task's recent steps where forgetting fired.")
-    boundary: float = option(1.0, "b: added times the share of its recent groups with mixed outcomes.")
-    rare: float = option(1.0, "c: added times the share of its recent rollouts with a rare action pattern.")
-    staleness: float = option(0.5, "d: added times min(steps since its last attempt / staleness_horizon, 1).")
-    staleness_horizon: int = option(10, "Steps without an attempt after which the staleness term is full.")
-    new_task: float = option(2.0, "e: added to a synthesized task (source 'synthesized') never attempted yet.")
-    recent: int = option(3, "The signals are read over each task's last RECENT scored steps.")
+    base: float = setting(1.0, "Weight every task starts from; > 0 so that nothing starves.")
+    forgetting: float = setting(2.0, "a: added times the share of the task's recent steps where forgetting fired.")
+    boundary: float = setting(1.0, "b: added times the share of its recent groups with mixed outcomes.")
+    rare: float = setting(1.0, "c: added times the share of its recent rollouts with a rare action pattern.")
+    staleness: float = setting(0.5, "d: added times min(steps since its last attempt / staleness_horizon, 1).")
+    staleness_horizon: int = setting(10, "Steps without an attempt after which the staleness term is full.")
+    new_task: float = setting(2.0, "e: added to a synthesized task (source 'synthesized') never attempted yet.")
+    recent: int = setting(3, "The signals are read over each task's last RECENT scored steps.")
 
     def __post_init__(self) -> None:
         check_positive("base", self.base, allow_zero=False)

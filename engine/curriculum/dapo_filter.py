@@ -13,14 +13,15 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from coevolve_engine.curriculum.strategy import CurriculumStrategy, StrategyResult, check_positive, option
+from coevolve_engine.core.settings import setting
+from coevolve_engine.curriculum.strategy import CurriculumStrategy, StrategyResult, check_positive
 
 
 @dataclass(frozen=True)
 class DAPOFilterConfig:
     """Settings of the dapo-filter strategy."""
 
-    min_rollouts: int = option(2, "A last group with fewer rollouts than this cannot show mixed outcomes: "
+    min_rollouts: int = setting(2, "A last group with fewer rollouts than this cannot show mixed outcomes: "
                                   "its task is kept (weight 1). 1 filters single rollouts too.")
 
     def __post_init__(self) -> None:

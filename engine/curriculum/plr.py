@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from coevolve_engine.curriculum.strategy import CurriculumStrategy, StrategyResult, check_positive, option
+from coevolve_engine.core.settings import setting
+from coevolve_engine.curriculum.strategy import CurriculumStrategy, StrategyResult, check_positive
 
 SCORES = ("variance", "failure")
 
@@ -24,11 +25,11 @@ SCORES = ("variance", "failure")
 class PLRConfig:
     """Settings of the PLR strategy (defaults: the paper's beta = 0.1, rho = 0.1)."""
 
-    score: str = option("variance", "Learning potential: 'variance' = p(1-p) of the last group (GRPO's mean "
+    score: str = setting("variance", "Learning potential: 'variance' = p(1-p) of the last group (GRPO's mean "
                                     "|advantage| is 2p(1-p)), or 'failure' = 1 - latest score.")
-    beta: float = option(0.1, "Temperature of the rank transform: smaller draws the top ranks more.")
-    rho: float = option(0.1, "Share of the staleness distribution P_C in the mixture, in [0, 1].")
-    unseen_first: bool = option(True, "Tasks never attempted rank first (maximal potential); else last.")
+    beta: float = setting(0.1, "Temperature of the rank transform: smaller draws the top ranks more.")
+    rho: float = setting(0.1, "Share of the staleness distribution P_C in the mixture, in [0, 1].")
+    unseen_first: bool = setting(True, "Tasks never attempted rank first (maximal potential); else last.")
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
 import polars as pl
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.settings import coerce, field_types, help_of
+from coevolve_engine.errors import CoevolveError, CurriculumError
 from coevolve_engine.registry import Registry
 from coevolve_engine.signals import SignalParams
 
@@ -35,24 +36,11 @@ STRATEGIES.register("dapo-filter", "coevolve_engine.curriculum.dapo_filter:DAPOF
                     description="0 for tasks whose last group was all success or all failure, else 1")
 
 
-class CurriculumError(CoevolveError):
-    """A weight set cannot be computed, stored or loaded as asked."""
-
-
 FACTS_SQL = """
 SELECT * FROM task_curriculum_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n,
                                    recent := $recent, forgetting_form := $forgetting_form)
 ORDER BY task_id
 """
-
-
-def help_of(config_field: dataclasses.Field) -> str:
-    return config_field.metadata.get("help", "")
-
-
-def option(default: Any, help: str) -> Any:
-    """A config field with a default and a one-line help (shown by `coevolve-engine weights --help`)."""
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
@@ -76,16 +64,28 @@ class CurriculumStrategy(ABC):
                                   f"got {type(self.config).__name__}")
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, str]) -> "CurriculumStrategy":
-        """Build from NAME=VALUE strings (the CLI's --set), converting each to its field's type."""
+    def from_options(cls, options: Mapping[str, Any], context: Any) -> "CurriculumStrategy":
+        """How the registry builds one (``Registry.build``): from its settings; strategies read the store they
+        weigh when ``weigh`` is called, so the context is not needed."""
+        return cls.from_settings(options)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "CurriculumStrategy":
+        """Build from settings: typed values (a run's TOML) or NAME=VALUE strings (the CLI's --set), each read
+        as its field's type."""
         fields = {f.name: f for f in dataclasses.fields(cls.Config)}
+        hints = field_types(cls.Config)
         values: dict[str, Any] = {}
-        for key, text in settings.items():
+        for key, value in settings.items():
             name = key.replace("-", "_")
             if name not in fields:
                 raise CurriculumError(f"strategy {cls.name!r} has no setting {key!r}; its settings: "
                                       f"{', '.join(sorted(fields)) or '(none)'}")
-            values[name] = _convert(cls.name, name, fields[name].default, text)
+            try:
+                values[name] = coerce(value, hints[name], from_text=True)
+            except ValueError:
+                raise CurriculumError(f"strategy {cls.name!r}: setting {name} takes a "
+                                      f"{type(fields[name].default).__name__}, got {value!r}") from None
         try:
             return cls(cls.Config(**values))
         except ValueError as exc:
@@ -105,27 +105,9 @@ class CurriculumStrategy(ABC):
         """Per-task weights from the facts, one row per fact row, in the same order."""
 
 
-def _convert(strategy: str, name: str, default: Any, text: str) -> Any:
-    try:
-        if isinstance(default, bool):
-            lowered = text.strip().lower()
-            if lowered not in {"true", "false", "1", "0", "yes", "no"}:
-                raise ValueError(text)
-            return lowered in {"true", "1", "yes"}
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-    except ValueError:
-        raise CurriculumError(f"strategy {strategy!r}: setting {name} takes a {type(default).__name__}, "
-                              f"got {text!r}") from None
-    return text
-
-
-def load_strategy(name: str, settings: Mapping[str, str] | None = None) -> CurriculumStrategy:
-    """The registered strategy ``name``, configured from NAME=VALUE strings."""
-    cls = STRATEGIES.load(name)
-    return cls.from_settings(settings or {})
+def load_strategy(name: str, settings: Mapping[str, Any] | None = None) -> CurriculumStrategy:
+    """The registered strategy ``name``, configured from its settings (typed values or NAME=VALUE strings)."""
+    return STRATEGIES.build(name, settings)
 
 
 def config_help(cls: type[CurriculumStrategy]) -> list[tuple[str, Any, str]]:

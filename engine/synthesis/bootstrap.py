@@ -46,10 +46,11 @@ import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.prompts import load_prompt
+from coevolve_engine.registry import PluginContext
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer
@@ -86,6 +87,11 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
 
     name = NAME
     needs_patterns = False
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], context: PluginContext) -> "UnguidedSynthesizer":
+        """Built with the store the run reads and the run's environment, unless the options name others."""
+        return cls(**{"store_path": context.store_path, "env": context.env, **options})
 
     def __init__(self, *, store_path: str | Path, model: str, env: str | None = None,
                  explorer_model: str | None = None, api_base: str | None = None, api_key: str | None = None,

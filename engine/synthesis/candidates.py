@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
 from coevolve_engine.errors import CoevolveError
-from coevolve_engine.registry import Registry
+from coevolve_engine.core.candidates import (  # the contract synthesizers build on
+    Candidate,
+    FailurePattern,
+    PatternMember,
+    Synthesizer,
+    quotas,
+)
+from coevolve_engine.core.ids import canonical_json, spec_hash, spec_json, synthesized_task_id
+from coevolve_engine.registry import PluginContext, Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -62,99 +70,6 @@ SYNTHESIZERS.register(
     description="an explorer model acts freely in generated worlds of the environment, no pattern or signal "
                 "(D_0 bootstrapping; the 'random exploration' ablation)",
 )
-
-
-def canonical_json(value: Any) -> str:
-    """One text per JSON value (sorted keys, no spaces): what ids and hashes are computed over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def spec_json(spec: Any) -> str:
-    """A spec as JSON with its keys in their own order: order can matter (BFCL's file system loads the first
-    directory under ``root``), so specs are never key-sorted."""
-    return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
-
-
-def spec_hash(spec: Any) -> str:
-    """sha256 of a spec's JSON (keys in their own order)."""
-    return hashlib.sha256(spec_json(spec).encode("utf-8")).hexdigest()
-
-
-def synthesized_task_id(env: str, spec: Any) -> str:
-    """The task id a synthesized spec gets when no synthesizer chose one: ``<env>-syn/<hash>``."""
-    return f"{env}-syn/{spec_hash(spec)[:12]}"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One proposed task. ``provenance`` says how it was made (seed, parent tasks, operators, ...)."""
-
-    candidate_id: str
-    round: int | None
-    pattern_id: str | None
-    signal: str | None
-    env: str
-    synthesizer: str
-    prompt: str
-    spec: dict[str, Any]
-    provenance: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def create(cls, *, round: int | None, pattern_id: str | None, signal: str | None, env: str,
-               synthesizer: str, prompt: str, spec: dict[str, Any],
-               provenance: Mapping[str, Any] | None = None) -> "Candidate":
-        """A candidate whose id is a hash of (round, synthesizer, env, spec): proposing the same task twice
-        in one round names the same candidate, so writing it again adds nothing."""
-        digest = hashlib.sha256(f"{round}\n{synthesizer}\n{env}\n{spec_json(spec)}".encode("utf-8")).hexdigest()
-        return cls(f"cand-{digest[:16]}", round, pattern_id, signal, env, synthesizer, prompt, spec,
-                   dict(provenance or {}))
-
-    @property
-    def task_id(self) -> str:
-        """The task id it gets when accepted: ``provenance['task_id']`` if the synthesizer chose one."""
-        chosen = self.provenance.get("task_id")
-        return chosen if isinstance(chosen, str) and chosen else synthesized_task_id(self.env, self.spec)
-
-
-# -- patterns as synthesizers see them ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PatternMember:
-    """A flagged trajectory in a pattern, and the task it attempted."""
-
-    trajectory_id: str
-    task_id: str | None
-    signals: tuple[str, ...]
-    distance: float | None
-
-
-@dataclass(frozen=True)
-class FailurePattern:
-    """A row of ``failure_patterns`` with its members and the task records they attempted.
-
-    ``tasks`` maps task_id to the stored record (task_id, env, prompt, spec, source, meta) for every member
-    task found in ``tasks``; members are ordered by distance from the centre, then trajectory id.
-    """
-
-    pattern_id: str
-    round: int
-    step: int | None
-    size: int
-    dominant_signal: str
-    signal_counts: dict[str, int]
-    representative_trajectory: str | None
-    summary: dict[str, Any] | None
-    members: tuple[PatternMember, ...]
-    tasks: Mapping[str, dict[str, Any]]
-
-    @property
-    def task_ids(self) -> list[str]:
-        """The distinct member tasks present in the store, closest member first."""
-        seen: dict[str, None] = {}
-        for member in self.members:
-            if member.task_id is not None and member.task_id in self.tasks:
-                seen.setdefault(member.task_id, None)
-        return list(seen)
 
 
 def _json_value(text: Any) -> Any:
@@ -207,40 +122,9 @@ def load_patterns(store: "Store", round: int | None = None) -> list[FailurePatte
     return patterns
 
 
-# -- synthesizers ----------------------------------------------------------------------------------------
-
-class Synthesizer(ABC):
-    """Proposes candidate tasks for failure patterns. Implementations must be deterministic given ``seed``.
-
-    A synthesizer with ``needs_patterns = False`` (unguided exploration) also runs for a round without
-    patterns; ``synthesize`` then passes it the round too, as ``propose(..., round=R)``.
-    """
-
-    name: ClassVar[str]
-    needs_patterns: ClassVar[bool] = True
-
-    @abstractmethod
-    def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
-                seed: int) -> list[Candidate]:
-        """At most ``max_candidates`` new candidates for ``patterns``; reads the store, never writes it."""
-
-
-def quotas(sizes: list[int], total: int) -> list[int]:
-    """``total`` candidates shared among patterns in proportion to their ``sizes`` (largest remainders first,
-    ties to the earlier pattern); how the offline synthesizers divide ``max_candidates``."""
-    if not sizes or total <= 0:
-        return [0] * len(sizes)
-    weight = sum(max(size, 1) for size in sizes)
-    shares = [total * max(size, 1) / weight for size in sizes]
-    parts = [math.floor(share) for share in shares]
-    for index in sorted(range(len(sizes)), key=lambda i: (parts[i] - shares[i], i))[: total - sum(parts)]:
-        parts[index] += 1
-    return parts
-
-
 def load_synthesizer(name: str, **options: Any) -> Synthesizer:
     """An instance of the synthesizer registered as ``name``, built with ``options``."""
-    return SYNTHESIZERS.load(name)(**options)
+    return SYNTHESIZERS.build(name, options)
 
 
 # -- the candidates table -----------------------------------------------------------------------------------
@@ -322,19 +206,20 @@ class SynthesisReport:
 
 
 def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "offline:bfcl",
-               max_candidates: int = 20, seed: int = 0, options: Mapping[str, Any] | None = None
-               ) -> SynthesisReport:
+               max_candidates: int = 20, seed: int = 0, options: Mapping[str, Any] | None = None,
+               context: PluginContext | None = None) -> SynthesisReport:
     """Propose candidates for the failure patterns of ``round`` (default: the latest) and store them as pending.
 
     A synthesizer that does not need patterns (``needs_patterns = False``, e.g. ``llm-unguided``) runs without
     them: its candidates belong to ``round`` (default: the latest round with patterns, else 0).
 
     Proposing is deterministic in ``seed``, and a candidate already stored is not added again, so running the
-    same call twice adds nothing the second time.
+    same call twice adds nothing the second time. The synthesizer is built from ``options`` and ``context``
+    (``SYNTHESIZERS.build``).
     """
     if max_candidates < 1:
         raise CoevolveError(f"max_candidates must be >= 1, got {max_candidates}")
-    guided = getattr(SYNTHESIZERS.load(synthesizer), "needs_patterns", True)
+    guided = SYNTHESIZERS.load(synthesizer).needs_patterns
     if round is None:
         round = latest_pattern_round(store)
         if round is None and guided:
@@ -345,7 +230,7 @@ def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "
         rounds = [r for (r,) in store.execute("SELECT DISTINCT round FROM failure_patterns ORDER BY round").fetchall()]
         raise CoevolveError(f"no failure patterns in round {round}; rounds with patterns: "
                             f"{', '.join(map(str, rounds)) or '(none)'}")
-    proposer = load_synthesizer(synthesizer, **dict(options or {}))
+    proposer = SYNTHESIZERS.build(synthesizer, options, context)
     if guided:
         candidates = proposer.propose(store, patterns, max_candidates=max_candidates, seed=seed)
     else:  # unguided: patterns are ignored, the round names its candidates

@@ -23,18 +23,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from coevolve_engine.adapters.agents.base import Agent, AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError
 from coevolve_engine.prompts import Prompt, load_prompt
-from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, Synthesizer
+from coevolve_engine.core.candidates import Candidate, FailurePattern, Synthesizer
+from coevolve_engine.registry import PluginContext
 
 if TYPE_CHECKING:
-    from coevolve_engine.adapters.agents.rollout import Rollout
-    from coevolve_engine.adapters.environments.base import Environment
+    from coevolve_engine.core.rollout import Rollout
+    from coevolve_engine.core.environment import Environment
     from coevolve_engine.store import Store
 
 EXPLORE_PROMPTS = {"forgetting": "explore_forgetting", "boundary": "explore_boundary", "rare": "explore_rare"}
@@ -115,6 +116,11 @@ class WrittenTask:
 class ExplorationSynthesizer(Synthesizer):
     """What every LLM synthesizer shares: the explorer and abstraction clients, and ``explore_and_abstract``
     (one exploration episode in a world, then the ``abstract`` prompt turning it into task drafts)."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], context: PluginContext) -> "ExplorationSynthesizer":
+        """Built with the store the run reads (``store_path``), unless the options name one."""
+        return cls(**{"store_path": context.store_path, **options})
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,

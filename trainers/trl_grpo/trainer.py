@@ -21,9 +21,11 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
+from coevolve_engine.trainers.base import TrainContext, options_config  # how the run builds one
 
 
 @dataclass
@@ -197,15 +199,16 @@ class TRLGRPOTrainer(Trainer):
     @classmethod
     def from_store(
         cls, db: str | Path, config: TRLGRPOConfig, environment: Any, source: BatchSource, *,
-        reward_funcs: list[Any] | None = None, wait: float = 30.0, sink: TrajectorySink | None = None,
+        reward_funcs: list[Any] | None = None, wait: float = DEFAULT_WAIT_SECONDS,
+        sink: TrajectorySink | None = None,
         start_step: int = 0,
     ) -> "TRLGRPOTrainer":
         """A trainer on the store's tasks that ``source`` names, writing its rollouts back to the same store
         (through ``sink``, default a ``StoreSink`` on ``db``)."""
         from coevolve_engine.errors import CoevolveError
-        from coevolve_engine.rollouts import select_tasks
+        from coevolve_engine.core.tasks import select_tasks
         from coevolve_engine.store import Store
-        from coevolve_engine.trainers.base import StoreSink
+        from coevolve_engine.core.sink import StoreSink
 
         with Store(db, read_only=True, wait=wait) as store:
             tasks = select_tasks(store, environment.name, task_ids=source.task_ids())
@@ -220,14 +223,13 @@ class TRLGRPOTrainer(Trainer):
     run_sets = ("model", "output_dir", "seed", "policy_name", "save_checkpoint")
 
     @classmethod
-    def for_run(cls, *, db, environment, source, sink, model, output_dir, seed, start_step, policy_name,
-                options) -> "TRLGRPOTrainer":
-        from coevolve_engine.trainers.base import options_config
-
+    def from_options(cls, options: Mapping[str, Any], context: TrainContext) -> "TRLGRPOTrainer":
+        c = context
         config = options_config(TRLGRPOConfig, options, dict(
-            model=model, output_dir=output_dir, seed=seed, policy_name=policy_name, save_checkpoint=True),
+            model=c.model, output_dir=c.output_dir, seed=c.seed, policy_name=c.policy_name, save_checkpoint=True),
             "trainer trl-grpo", reserved=cls.run_sets)
-        return cls.from_store(db, config, environment, source, sink=sink, start_step=start_step)
+        return cls.from_store(c.store_path, config, c.environment, c.source, sink=c.sink, start_step=c.start_step,
+                              wait=c.wait)
 
     @property
     def model(self):
