@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
-from coevolve_engine.loop.config import ConfigError, RunConfig, differences, load_config
+from coevolve_engine.loop.config import ConfigError, RunConfig
+from coevolve_engine.loop.config_files import differences, load_config
 from coevolve_engine.store import Store
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"

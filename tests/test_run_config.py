@@ -8,7 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
-from coevolve_engine.loop.config import ConfigError, RunConfig, differences, load_config, render_template
+from coevolve_engine.loop.config import ConfigError, RunConfig
+from coevolve_engine.loop.config_files import differences, load_config
+from coevolve_engine.loop.template import render_template
 
 
 def write(tmp_path, text: str):
@@ -119,7 +121,7 @@ def test_a_value_no_run_could_use_is_refused_naming_the_file(tmp_path):
 
 def test_a_round_stored_before_a_setting_existed_compares_as_its_default():
     """A run resumed after an upgrade: its stored config lacks the newer settings, which then read as defaults."""
-    from coevolve_engine.loop.config import config_from_dict
+    from coevolve_engine.loop.config_files import config_from_dict
 
     current = load_config(None, ["trainer.model=p"]).to_dict()
     stored = {**current, "signals": {k: v for k, v in current["signals"].items() if k != "use"},

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.loop.phases import help_text
 
 
 def _plugin_help() -> dict[str, list[tuple[str, object, str]]]:
@@ -34,7 +35,22 @@ def _plugin_help() -> dict[str, list[tuple[str, object, str]]]:
     return rows
 
 
-@click.command(epilog="""\b
+RUN_HELP = """Co-evolve the policy and its tasks: rounds of weights, train, eval, signals, patterns, synthesize, validate.
+
+\b
+Each round R:
+{phases}
+(with synthesis.synthesizer = "none" a round is weights, train and eval only: no feedback)
+
+Every phase records in the store (table run_phases) when it finished, with what it produced. Stop the
+run at any moment, even with kill -9, and run the same command again: it resumes at the first unfinished
+phase, and nothing is lost or written twice (an interrupted train phase is redone from the round's
+starting checkpoint, after removing the rollouts it had written). Each round's checkpoint is recorded
+in rounds.checkpoint; the next round trains from it.
+"""
+
+
+@click.command(help=RUN_HELP.format(phases=help_text()), epilog="""\b
 Examples:
   coevolve-engine run --print-config > run.toml       every setting, its help and its default
   coevolve-engine run --config run.toml               run (or resume) until `rounds` rounds are finished
@@ -64,28 +80,8 @@ Watch it from another shell (the store is free between units of work):
 @wait_option
 def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, verbose: bool,
         log_path: Path | None, db: Path, wait: float) -> None:
-    """Co-evolve the policy and its tasks: rounds of weights, train, eval, signals, patterns, synthesize, validate.
-
-    \b
-    Each round R:
-      bootstrap   (round 0, if bootstrap.n > 0) D_0: tasks from unguided LLM exploration, validated
-      weights     the task distribution round R trains on (curriculum.strategy), from the store
-      warmup      (round 0, if warmup.steps > 0) SFT of the policy on the store's successful rollouts
-      train       F = trainer.steps_per_round steps; every rollout is written to the store with its step
-      eval        (every eval.every rounds) the new checkpoint, greedy, on the store's eval tasks
-      signals     forgetting, boundary and rare flags over the round's steps, counted
-      patterns    the round's flagged rollouts clustered into failure patterns
-      synthesize  candidate tasks proposed around each pattern
-      validate    candidates checked; accepted ones become tasks, drawn from round R + 1 on
-    (with synthesis.synthesizer = "none" a round is weights, train and eval only: no feedback)
-
-    Every phase records in the store (table run_phases) when it finished, with what it produced. Stop the
-    run at any moment, even with kill -9, and run the same command again: it resumes at the first unfinished
-    phase, and nothing is lost or written twice (an interrupted train phase is redone from the round's
-    starting checkpoint, after removing the rollouts it had written). Each round's checkpoint is recorded
-    in rounds.checkpoint; the next round trains from it.
-    """
-    from coevolve_engine.loop.config import load_config, render_template
+    from coevolve_engine.loop.config_files import load_config
+    from coevolve_engine.loop.template import render_template
 
     if rounds is not None:
         overrides = (*overrides, f"rounds={rounds}")

@@ -1,43 +1,23 @@
-"""The configuration of `coevolve-engine run`: one TOML file, every field with its help, CLI overrides.
+"""The configuration of `coevolve-engine run`: its sections and fields, each with a line of help.
 
-    config = load_config(Path("run.toml"), overrides=["trainer.steps_per_round=4", "rounds=3"])
-    print(render_template(RunConfig()))   # a commented TOML file with every field and its default
-
-A section is a dataclass whose fields carry ``metadata={"help": ...}``; ``options``/``settings`` fields are
-free-form tables handed to a plugin (the trainer, the synthesizer, the curriculum strategy), which checks
-them itself. Unknown keys and values of the wrong type are refused with the file and the dotted key.
-
-A file may start with ``extends = "other.toml"`` (relative to the file; chains allowed, cycles refused): it is
-then read over that file and states only what differs, as the ablation recipes under ``recipes/`` do.
+A section is a dataclass whose fields are made with ``setting(default, help)``; ``options``/``settings`` fields
+are free-form tables handed to a plugin (the trainer, the synthesizer, the curriculum strategy), which checks
+them itself. Reading TOML files and ``--set`` overrides into a ``RunConfig`` is ``loop.config_files``; the
+commented template (``run --print-config``) is ``loop.template``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
-import tomllib
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
+from coevolve_engine.core.settings import setting
 from coevolve_engine.errors import CoevolveError
 
 
 class ConfigError(CoevolveError):
     """A configuration file or override that cannot be used; the message names the file and the key."""
-
-
-def setting(default: Any, help: str, **kwargs: Any) -> Any:
-    if isinstance(default, dict):
-        return field(default_factory=lambda: dict(default), metadata={"help": help, **kwargs})
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, **kwargs})
-    return field(default=default, metadata={"help": help, **kwargs})
-
-
-def section(cls: type, help: str) -> Any:
-    return field(default_factory=cls, metadata={"help": help})
 
 
 SIGNAL_NAMES = ("forgetting", "boundary", "rare")
@@ -167,23 +147,35 @@ class CurriculumConfig:
 
 
 @dataclass
+class AgentConfig:
+    """How the agents the run builds from a model string sample their answers (validation's agent attempts)."""
+
+    temperature: float = setting(0.9, "Sampling temperature of the agent's answers.")
+    max_tokens: int = setting(1024, "Tokens the agent may write per answer.")
+    timeout: float = setting(60.0, "Seconds to wait for one answer from a model server.")
+    retries: int = setting(2, "Retries of a model call that failed with a retryable error (timeouts, 5xx, 429).")
+
+
+@dataclass
 class RunConfig:
     env: str = setting("bfcl", "The environment the tasks run in (a name in the environment registry).")
     env_options: dict = setting({}, "Options passed to the environment.")
     rounds: int = setting(2, "Rounds the run should have finished when it stops (a rerun with more extends it).")
     seed: int = setting(0, "Seed of every random choice; round R uses SEED + R.")
-    bootstrap: BootstrapConfig = section(BootstrapConfig, "Optional initial task set D_0, built by unguided LLM "
+    bootstrap: BootstrapConfig = setting(BootstrapConfig, "Optional initial task set D_0, built by unguided LLM "
                                                           "exploration before round 0.")
-    warmup: WarmupConfig = section(WarmupConfig, "Optional supervised warm-up of the policy before round 0.")
-    trainer: TrainerConfig = section(TrainerConfig, "The trainer and the policy.")
-    signals: SignalsConfig = section(SignalsConfig, "The signal constants (forgetting, boundary, rare).")
-    patterns: PatternsConfig = section(PatternsConfig, "Clustering flagged trajectories into failure patterns.")
-    synthesis: SynthesisConfig = section(SynthesisConfig, "Proposing new tasks around each failure pattern.")
-    validation: ValidationConfig = section(ValidationConfig, "Which candidates become tasks.")
-    curriculum: CurriculumConfig = section(CurriculumConfig, "How the task distribution moves between rounds.")
-    eval: EvalConfig = section(EvalConfig, "Held-out evaluation of the policy across rounds.")
-    episode: EpisodeConfig = section(EpisodeConfig, "How every episode is played: limits and chat template "
+    warmup: WarmupConfig = setting(WarmupConfig, "Optional supervised warm-up of the policy before round 0.")
+    trainer: TrainerConfig = setting(TrainerConfig, "The trainer and the policy.")
+    signals: SignalsConfig = setting(SignalsConfig, "The signal constants (forgetting, boundary, rare).")
+    patterns: PatternsConfig = setting(PatternsConfig, "Clustering flagged trajectories into failure patterns.")
+    synthesis: SynthesisConfig = setting(SynthesisConfig, "Proposing new tasks around each failure pattern.")
+    validation: ValidationConfig = setting(ValidationConfig, "Which candidates become tasks.")
+    curriculum: CurriculumConfig = setting(CurriculumConfig, "How the task distribution moves between rounds.")
+    eval: EvalConfig = setting(EvalConfig, "Held-out evaluation of the policy across rounds.")
+    episode: EpisodeConfig = setting(EpisodeConfig, "How every episode is played: limits and chat template "
                                                     "settings, the same in training, eval and validation.")
+    agent: AgentConfig = setting(AgentConfig, "How agents built from a model string (validation.agent_model) "
+                                              "sample: the settings `coevolve-engine rollout` takes as options.")
 
     def check(self) -> None:
         """Refuse values no run could use, naming the key."""
@@ -196,11 +188,13 @@ class RunConfig:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value in {"warmup.steps": self.warmup.steps, "eval.every": self.eval.every,
                            "eval.max_tasks": self.eval.max_tasks, "bootstrap.n": self.bootstrap.n,
-                           "episode.max_steps": self.episode.max_steps}.items():
+                           "episode.max_steps": self.episode.max_steps, "agent.retries": self.agent.retries,
+                           "agent.temperature": self.agent.temperature, "agent.timeout": self.agent.timeout}.items():
             if value < 0:
                 raise ConfigError(f"{key} must be >= 0, got {value}")
         for key, value in {"episode.max_new_tokens": self.episode.max_new_tokens,
-                           "episode.max_model_calls_per_turn": self.episode.max_model_calls_per_turn}.items():
+                           "episode.max_model_calls_per_turn": self.episode.max_model_calls_per_turn,
+                           "agent.max_tokens": self.agent.max_tokens}.items():
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value in {"signals.threshold": self.signals.threshold,
@@ -246,235 +240,3 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _help(f: dataclasses.Field) -> str:
-    return f.metadata.get("help", "")
-
-
-def _is_section(f: dataclasses.Field) -> bool:
-    return isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)
-
-
-_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
-
-
-def _expected(default: Any) -> tuple[type, ...]:
-    if isinstance(default, bool):
-        return (bool,)
-    if isinstance(default, float):
-        return (int, float)
-    return (type(default),)
-
-
-def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -> Any:
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{where}: {prefix.rstrip('.') or 'the file'} must be a table, got {values!r}")
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {prefix}{close[0]}?)" if close else f"; known: {', '.join(sorted(known))}"
-            raise ConfigError(f"{where}: unknown setting {prefix}{key}{hint}")
-        f = known[key]
-        if _is_section(f):
-            kwargs[key] = _build(f.default_factory, value, where, f"{prefix}{key}.")
-            continue
-        default = getattr(cls(), key)
-        if isinstance(default, dict):
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{where}: {prefix}{key} must be a table, got {value!r}")
-            kwargs[key] = dict(value)
-            continue
-        expected = _expected(default)
-        if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
-            raise ConfigError(f"{where}: {prefix}{key} must be {_KINDS[expected[-1]]}, got {value!r}")
-        if isinstance(default, list):
-            kinds = {type(item) for item in default} or {str}
-            if any(type(item) not in kinds for item in value):
-                raise ConfigError(f"{where}: {prefix}{key} must be a list of strings, got {value!r}")
-            value = list(value)
-        kwargs[key] = float(value) if expected[-1] is float else value
-    return cls(**kwargs)
-
-
-def _parse_value(text: str) -> Any:
-    """A TOML value (4, 1e-3, true, "x", [1, 2], {a = 1}), or the text itself (a bare path or name)."""
-    try:
-        return tomllib.loads(f"value = {text}")["value"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def apply_override(data: dict[str, Any], override: str) -> None:
-    """Set KEY=VALUE (KEY dotted, e.g. trainer.options.learning_rate) in the raw table ``data``."""
-    key, sep, text = override.partition("=")
-    key = key.strip()
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set {override!r} is not KEY=VALUE (e.g. --set trainer.steps_per_round=4)")
-    *parents, last = key.split(".")
-    table = data
-    for part in parents:
-        table = table.setdefault(part, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"--set {override!r}: {part} is not a table")
-    table[last] = _parse_value(text.strip())
-
-
-def _read_table(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file (write one with `coevolve-engine run --print-config > "
-                          f"{path}`)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        line = Path(path).read_bytes()[:exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}, line {line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-                          f"{exc.start}); TOML files are UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-
-
-def merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``changes`` laid over it: tables merge key by key, any other value replaces."""
-    merged = dict(base)
-    for key, value in changes.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The raw table of a config file, with the file named by its top-level ``extends`` key (a path relative to
-    this file; that file may extend another) underneath: this file states only what differs. Each file's keys
-    are checked against the settings on their own, so an error names the file that has the bad key."""
-    path = Path(path)
-    resolved = path.resolve()
-    if resolved in _chain:
-        cycle = " -> ".join(p.name for p in (*_chain[_chain.index(resolved):], resolved))
-        raise ConfigError(f"{path}: `extends` makes a cycle: {cycle}")
-    data = _read_table(path)
-    parent = data.pop("extends", None)
-    _build(RunConfig, data, str(path))  # unknown keys and wrong types, named in this file
-    if parent is None:
-        return data
-    if not isinstance(parent, str) or not parent:
-        raise ConfigError(f"{path}: extends must be the path of another config file, got {parent!r}")
-    base = read_config_file(path.parent / parent, (*_chain, resolved))
-    return merge(base, data)
-
-
-def load_config(path: Path | None, overrides: list[str] | tuple[str, ...] = (), *, check: bool = True) -> RunConfig:
-    """The file (if any, merged over the files it ``extends``) with the overrides applied, checked (unless
-    ``check`` is false: a template may lack the required fields)."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        data = read_config_file(Path(path))  # the file's own keys are checked there, naming the file
-    for override in overrides:
-        apply_override(data, override)
-        # each override on its own, so that an error names the --set that caused it, never the file
-        _build(RunConfig, _override_only(override), f"--set {override}")
-    config = _build(RunConfig, data, str(path) if path is not None else "--set")
-    if check:
-        try:
-            config.check()
-        except ConfigError as exc:
-            source = _source_of(exc, path, overrides)
-            if source is None or source in str(exc):
-                raise
-            raise ConfigError(f"{source}: {exc}") from None
-    return config
-
-
-def _override_only(override: str) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    apply_override(data, override)
-    return data
-
-
-def _source_of(exc: ConfigError, path: Path | None, overrides: list[str] | tuple[str, ...]) -> str | None:
-    """Where a value that ``check`` refused came from: the last --set of its key, else the file."""
-    for override in reversed(overrides):
-        key = override.partition("=")[0].strip()
-        if str(exc).startswith(f"{key} ") or f" {key} " in str(exc):
-            return f"--set {override}"
-    return str(path) if path is not None else None
-
-
-def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
-    """A config as stored with a round (``RunConfig.to_dict``)."""
-    return _build(RunConfig, data, "stored configuration")
-
-
-def differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
-    """Dotted keys whose values differ between two config dicts."""
-    for key in sorted(set(a) | set(b)):
-        left, right = a.get(key), b.get(key)
-        if isinstance(left, Mapping) and isinstance(right, Mapping):
-            yield from differences(left, right, f"{prefix}{key}.")
-        elif left != right:
-            yield f"{prefix}{key}"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
-
-
-def _comment(text: str, indent: str = "") -> list[str]:
-    import textwrap
-
-    return [f"{indent}# {line}" for line in textwrap.wrap(text, 100 - len(indent))]
-
-
-def render_template(config: RunConfig | None = None,
-                    plugin_help: Mapping[str, list[tuple[str, Any, str]]] | None = None) -> str:
-    """A commented TOML file with every field, its help and its value; ``plugin_help`` maps a dotted table
-    (e.g. 'trainer.options') to (name, default, help) rows shown commented out inside that table."""
-    config = config or RunConfig()
-    plugin_help = plugin_help or {}
-    lines = ["# coevolve-engine run configuration. Every field is optional except trainer.model;",
-             "# the values shown are the defaults. Override any field with --set KEY=VALUE.", ""]
-
-    def emit(obj: Any, prefix: str) -> None:
-        sections = []
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            dotted = f"{prefix}{f.name}"
-            if dataclasses.is_dataclass(value) or (isinstance(value, dict) and dotted in plugin_help):
-                sections.append((f, value))
-                continue
-            lines.extend(_comment(_help(f)))
-            lines.append(f"{f.name} = {_toml_value(value)}")
-            lines.append("")
-        for f, value in sections:
-            dotted = f"{prefix}{f.name}"
-            if dataclasses.is_dataclass(value):
-                lines.extend([f"[{dotted}]"] + _comment(_help(f)) + [""])
-                emit(value, f"{dotted}.")
-            else:
-                lines.extend([f"[{dotted}]"] + _comment(_help(f)))
-                for name, default, text in plugin_help[dotted]:
-                    lines.extend(_comment(text))
-                    shown = "(not set)" if default is None else _toml_value(default)
-                    lines.append(f"# {name} = {shown}")
-                for name, item in value.items():
-                    lines.append(f"{name} = {_toml_value(item)}")
-                lines.append("")
-
-    emit(config, "")
-    return "\n".join(lines).rstrip() + "\n"

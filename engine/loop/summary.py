@@ -122,44 +122,5 @@ def plain_outputs(report: Any) -> dict[str, Any]:
     return {k: v for k, v in plain.items() if not isinstance(v, (list, dict)) or len(to_json(v)) <= 2000}
 
 
-def describe(phase: str, o: dict[str, Any]) -> str:
-    """One line on what a phase produced (from its stored outputs)."""
-    if phase == "bootstrap":
-        shown = ", ".join(f"{k} {v}" for k, v in o.items() if isinstance(v, (int, float, str)) and k != "train_tasks")
-        return f"{o['train_tasks']} training tasks" + (f" ({shown})" if shown else "")
-    if phase == "weights":
-        kept = "kept the stored " if o.get("kept") else ""
-        return f"{kept}{o['strategy']} weights for {o['tasks']} tasks ({o['nonzero']} drawable); {o['reason']}"
-    if phase == "warmup":
-        return f"{o['steps']} {o['trainer']} steps -> {o['checkpoint']}"
-    if phase == "train":
-        return (f"steps {o['first_step']}..{o['last_step']}, {o['groups']} groups, {o['rollouts']} rollouts, "
-                f"success {pct(o['success_rate'])} -> {o['checkpoint']}")
-    if phase == "eval":
-        if o.get("skipped"):
-            return o["skipped"]
-        start = f"start {pct(o['start_success_rate'])} -> " if "start_success_rate" in o else ""
-        return f"held-out success {start}{pct(o['success_rate'])} on {o['tasks']} eval tasks"
-    if phase == "signals":
-        flagged = ", ".join(f"{s} {v['trajectories']}" for s, v in o["by_signal"].items()) or "nothing"
-        used = f" (patterns from {', '.join(o['used'])} only)" if o.get("used") else ""
-        return f"{o['rollouts']} rollouts, success {pct(o['success_rate'])}; flagged: {flagged}{used}"
-    if phase == "patterns":
-        by = f" by {', '.join(o['signals'])}" if o.get("signals") else ""
-        if not o["patterns"]:
-            return f"no trajectories flagged{by}, no patterns"
-        return f"{o['flagged']} flagged{by} -> {o['patterns']} patterns (sizes {o['sizes']})"
-    if phase == "synthesize":
-        if o.get("skipped"):
-            return o["skipped"]
-        return f"{o['proposed']} candidates proposed for {o['patterns']} patterns, {o['added']} new"
-    if phase == "validate":
-        rejected = ", ".join(f"{r} {n}" for r, n in o["rejected"].items())
-        off = " (validation off: synthesis and schema checks only)" if o.get("validation") else ""
-        return (f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "")
-                + off)
-    return to_json(o)
-
-
 def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"

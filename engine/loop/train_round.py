@@ -26,17 +26,19 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
     """Train one round as ``spec`` says; the result (checkpoint, groups, rollouts, ...) on the process that
     saved the checkpoint, None on the others."""
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.trainers import TRAINERS, BatchSource, StoreSink
+    from coevolve_engine.core.sink import StoreSink
+    from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
 
     db = Path(spec["db"])
     environment = load_environment(spec["env"], **spec["env_options"])
     source = BatchSource.from_store(db, spec["round"], seed=spec["seed"], wait=spec["wait"])
     sink = ProgressSink(StoreSink(db, wait=spec["wait"], label=spec["label"]), echo, spec["echo_label"],
                         spec["start_step"] + 1, spec["steps"])
-    trainer = TRAINERS.load(spec["trainer"]).for_run(
-        db=db, environment=environment, source=source, sink=sink, model=spec["model"],
-        output_dir=spec["output_dir"], seed=spec["seed"], start_step=spec["start_step"],
-        policy_name=spec["policy_name"], options=spec["options"])
+    context = TrainContext(store_path=db, env=spec["env"], environment=environment, seed=spec["seed"],
+                           wait=spec["wait"], source=source, sink=sink, model=spec["model"],
+                           output_dir=spec["output_dir"], start_step=spec["start_step"],
+                           policy_name=spec["policy_name"])
+    trainer = TRAINERS.build(spec["trainer"], spec["options"], context)
     report = trainer.train(spec["steps"])
     if report.checkpoint is None:
         return None

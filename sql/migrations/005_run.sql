@@ -8,8 +8,9 @@ ALTER TABLE rounds ADD COLUMN checkpoint VARCHAR;
 
 -- run_phases: one row per (round, phase) that a run has started.
 --   round        the round (rounds.round)
---   phase        'warmup' (round 0 only, when configured), 'weights', 'train', 'signals', 'patterns',
---                'synthesize', 'validate', in that order
+--   phase        'bootstrap' (round 0 only, when configured), 'weights', 'warmup' (round 0 only, when
+--                configured), 'train', 'eval', 'signals', 'patterns', 'synthesize', 'validate', in that order
+--                (engine/loop/phases.py declares them)
 --   status       'running' while it is under way (or when the process died in it), 'finished' once its
 --                outputs are committed; a phase's outputs and its 'finished' are written in one transaction
 --   attempts     how many times the phase was started (more than 1: it was resumed after an interruption)

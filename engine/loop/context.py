@@ -1,0 +1,53 @@
+"""What every phase of a run is given: the store, the configuration, the environment, and where lines go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from coevolve_engine.errors import CoevolveError
+from coevolve_engine.loop.config import RunConfig
+from coevolve_engine.progress import detail
+from coevolve_engine.registry import PluginContext
+from coevolve_engine.store import Store
+
+
+class RunError(CoevolveError):
+    """The loop cannot go on as configured (the message says what to change)."""
+
+
+def phase_label(round_: int, phase: str) -> str:
+    """How a phase's lines start: ``round 2 · patterns  ``."""
+    return f"round {round_} · {phase:<10}"
+
+
+@dataclass
+class RunContext:
+    db: Path
+    config: RunConfig
+    wait: float
+    echo: Callable[[str], None] = print
+    embedder: Any = None  # the sentence embedder, loaded by the first patterns phase and kept for the run
+    _environment: Any = field(default=None, repr=False)
+
+    def store(self, read_only: bool = False) -> Store:
+        return Store(self.db, read_only=read_only, create=False, wait=self.wait)
+
+    @property
+    def environment(self) -> Any:
+        """The run's environment, built once (``env`` with ``env_options``)."""
+        if self._environment is None:
+            from coevolve_engine.adapters.environments import load_environment
+
+            self._environment = load_environment(self.config.env, **self.config.env_options)
+        return self._environment
+
+    def plugins(self) -> PluginContext:
+        """What a plugin the run builds is given beside its options (``Registry.build``)."""
+        return PluginContext(store_path=self.db, env=self.config.env, environment=self.environment,
+                             seed=self.config.seed, wait=self.wait)
+
+    def detail(self, label: str, line: str) -> None:
+        """A detail line of a phase (the log, or the screen with --verbose)."""
+        detail(self.echo, f"{label} {line}")

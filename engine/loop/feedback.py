@@ -1,0 +1,187 @@
+"""The feedback phases: signals, patterns, synthesize, validate (a round has them unless
+``synthesis.synthesizer = "none"``).
+
+Each phase is a function ``(run, round, label) -> outputs``; ``patterns`` also has a ``commit`` step that the
+ledger runs inside the transaction that marks it finished. Each has a ``describe_*`` function: one line on its
+stored outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from coevolve_engine.loop.context import RunContext, phase_label
+from coevolve_engine.loop.ledger import round_steps
+from coevolve_engine.loop.summary import ROUND_SIGNALS_SQL, pct, round_totals
+from coevolve_engine.progress import advance
+from coevolve_engine.store import Store
+
+
+def signals(run: RunContext, round_: int, label: str) -> dict[str, Any]:
+    """What was flagged over the round's steps (forgetting, boundary, rare), counted."""
+    from coevolve_engine.snapshot import signal_snapshot
+
+    first, last = round_steps(run, round_)
+    params = run.config.signal_params()
+    with run.store(read_only=True) as store, signal_snapshot(store, params):
+        totals = round_totals(store, run.config, first, last)
+        by_signal = store.execute(ROUND_SIGNALS_SQL, {**params.bind(), "first": first, "last": last}).fetchall()
+    outputs = {"first_step": first, "last_step": last, **totals,
+               "by_signal": {signal: {"trajectories": n, "tasks": tasks} for signal, n, tasks in by_signal}}
+    if run.config.signals_used is not None:
+        outputs["used"] = list(run.config.signals_used)  # all are counted; only these make patterns
+    return outputs
+
+
+def describe_signals(o: dict[str, Any]) -> str:
+    flagged = ", ".join(f"{s} {v['trajectories']}" for s, v in o["by_signal"].items()) or "nothing"
+    used = f" (patterns from {', '.join(o['used'])} only)" if o.get("used") else ""
+    return f"{o['rollouts']} rollouts, success {pct(o['success_rate'])}; flagged: {flagged}{used}"
+
+
+def embed_flagged(run: RunContext, round_: int, label: str) -> dict[str, Any]:
+    """The patterns phase's first step: embed the round's flagged trajectories before the store is held for
+    writing (the embedding model is loaded once per run)."""
+    from coevolve_engine.patterns.find import embed_ahead
+
+    c = run.config
+    first, last = round_steps(run, round_)
+    run.embedder, _ = embed_ahead(run.db, step=last, first_step=first, params=c.signal_params(),
+                                  max_trajectories=c.patterns.max_trajectories, seed=c.seed + round_,
+                                  signals=c.signals_used, embedder=run.embedder, wait=run.wait,
+                                  progress=lambda line: run.detail(label, line))
+    return {}
+
+
+def patterns(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
+    """(commit) The round's flagged trajectories clustered into failure patterns, replacing any of the round."""
+    from coevolve_engine.patterns import find_patterns
+    from coevolve_engine.patterns.select import select_flagged
+
+    c, used = run.config, run.config.signals_used
+    first, last = round_steps(run, round_, store)
+    params = c.signal_params()
+    flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
+    store.execute("DELETE FROM pattern_members WHERE pattern_id IN "
+                  "(SELECT pattern_id FROM failure_patterns WHERE round = $r)", {"r": round_})
+    store.execute("DELETE FROM failure_patterns WHERE round = $r", {"r": round_})
+    outputs = {"flagged": flagged, "patterns": 0}
+    if used is not None:
+        outputs["signals"] = list(used)  # flagged counts only trajectories carrying one of these
+    if flagged:
+        label = phase_label(round_, "patterns")
+        report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
+                               max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
+                               seed=c.seed + round_, replace=True, signals=used, embedder=run.embedder,
+                               progress=lambda line: run.detail(label, line))
+        outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
+                       sizes=report.sizes, dominant={p.pattern_id: p.dominant_signal for p in report.patterns})
+    return outputs
+
+
+def describe_patterns(o: dict[str, Any]) -> str:
+    by = f" by {', '.join(o['signals'])}" if o.get("signals") else ""
+    if not o["patterns"]:
+        return f"no trajectories flagged{by}, no patterns"
+    return f"{o['flagged']} flagged{by} -> {o['patterns']} patterns (sizes {o['sizes']})"
+
+
+def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
+    """Candidate tasks proposed around each failure pattern (or by unguided exploration), stored as pending."""
+    from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize as propose
+
+    c = run.config.synthesis
+    guided = SYNTHESIZERS.load(c.synthesizer).needs_patterns
+    with run.store(read_only=True) as store:
+        patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
+    if not patterns and guided:
+        return {"patterns": 0, "proposed": 0, "added": 0, "skipped": "no failure patterns this round"}
+    if c.synthesizer == "llm" and c.summary_model:
+        _summarise(run, round_, label)
+    # an unguided synthesizer explores worlds drawn from its seed; SEED itself went to the bootstrap (D_0)
+    seed = run.config.seed + round_ + (0 if guided else 1)
+    what = f"for {patterns} patterns" if guided else "by unguided exploration (patterns are not used)"
+    run.detail(label, f"{c.synthesizer}: up to {c.max_candidates} candidates {what}")
+    with run.store() as store:
+        report = propose(store, round=round_, synthesizer=c.synthesizer, max_candidates=c.max_candidates, seed=seed,
+                         options=c.options, context=run.plugins())
+        pending = store.scalar("SELECT count(*) FROM candidates WHERE round = $r", {"r": round_})
+    return {"patterns": patterns, "proposed": report.proposed, "added": report.added, "candidates": pending,
+            "by_signal": dict(report.by_signal)}
+
+
+def describe_synthesize(o: dict[str, Any]) -> str:
+    if o.get("skipped"):
+        return o["skipped"]
+    return f"{o['proposed']} candidates proposed for {o['patterns']} patterns, {o['added']} new"
+
+
+def _summarise(run: RunContext, round_: int, label: str) -> None:
+    from coevolve_engine.llm import LLMClient
+    from coevolve_engine.synthesis.summaries import summarise_patterns
+
+    c = run.config.synthesis
+    client = LLMClient(run.db, c.summary_model, api_base=c.options.get("api_base"), wait=run.wait)
+    report = summarise_patterns(run.db, round=round_, client=client, wait=run.wait)
+    run.detail(label, f"summarised {len(report.outcomes)} patterns with {c.summary_model}")
+
+
+def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
+    """Each pending candidate checked; accepted ones become tasks, drawn from round R + 1 on."""
+    from coevolve_engine.synthesis.validation import validate_candidates
+
+    v = run.config.validation
+    counter = {"n": 0, "accepted": 0}
+
+    def on_verdict(verdict) -> None:
+        counter["n"] += 1
+        counter["accepted"] += verdict.verdict == "accepted"
+        run.detail(label, f"{counter['n']}: {verdict.candidate_id} {verdict.verdict} ({verdict.reason})")
+        advance(run.echo, done=counter["n"], accepted=counter["accepted"])
+
+    if not v.enabled:
+        validate_candidates(run.db, round=round_, env=run.environment, wait=run.wait, on_verdict=on_verdict,
+                            runnable_only=True)
+        return {**_verdicts(run, round_), "validation": "off: synthesis and schema checks only"}
+    agent, judge = validation_agent(run), None
+    if v.judge_model:
+        from coevolve_engine.llm import LLMClient
+        from coevolve_engine.synthesis.judge import LLMJudge
+
+        judge = LLMJudge(LLMClient(run.db, v.judge_model, api_base=v.api_base or None, wait=run.wait), run.db)
+    validate_candidates(run.db, round=round_, env=run.environment, novelty_threshold=v.novelty_threshold,
+                        agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
+                        judge=judge, wait=run.wait, on_verdict=on_verdict,
+                        embedder=run.embedder)  # the model the patterns phase loaded, if it ran
+    return _verdicts(run, round_)
+
+
+def validation_agent(run: RunContext):
+    """The agent that attempts each candidate (``validation.agent_model``, sampling as ``[agent]`` says and
+    playing as ``[episode]`` says), or None."""
+    from coevolve_engine.adapters.agents import load_agent
+
+    c = run.config
+    if not c.validation.agent_model:
+        return None
+    e = c.episode
+    options = {**dataclasses.asdict(c.agent), "api_base": c.validation.api_base or None, "max_steps": e.max_steps,
+               "max_model_calls_per_turn": e.max_model_calls_per_turn,
+               "chat_template_kwargs": e.chat_template_kwargs or None}
+    return load_agent(c.validation.agent_model, options, run.plugins())
+
+
+def _verdicts(run: RunContext, round_: int) -> dict[str, Any]:
+    with run.store(read_only=True) as store:
+        rows = store.execute("SELECT verdict, reason, count(*) FROM candidates WHERE round = $r "
+                             "GROUP BY ALL ORDER BY ALL", {"r": round_}).fetchall()
+    accepted = sum(n for verdict, _, n in rows if verdict == "accepted")
+    return {"candidates": sum(n for *_, n in rows), "accepted": accepted,
+            "rejected": {reason: n for verdict, reason, n in rows if verdict == "rejected"}}
+
+
+def describe_validate(o: dict[str, Any]) -> str:
+    rejected = ", ".join(f"{r} {n}" for r, n in o["rejected"].items())
+    off = " (validation off: synthesis and schema checks only)" if o.get("validation") else ""
+    return f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "") + off

@@ -1,0 +1,41 @@
+"""A round's training in processes of its own: ``LAUNCHER -m coevolve_engine.loop.train_round SPEC``.
+
+With ``trainer.launcher`` set (e.g. ``accelerate launch --num_processes 8``), the train phase writes the round's
+spec next to its checkpoints, runs the launcher on ``coevolve_engine.loop.train_round`` and echoes its lines;
+the process that saved the checkpoint writes the result beside the spec. The launched processes stop by
+themselves when the run that launched them is gone (``train_round._exit_with``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+from coevolve_engine.loop.context import RunError
+from coevolve_engine.loop.summary import to_json
+from coevolve_engine.loop.train_round import result_path
+from coevolve_engine.progress import detail
+
+
+def launch(spec: dict[str, Any], launcher: str, echo: Callable[[str], None]) -> dict[str, Any] | None:
+    """Run the round's training under ``launcher``, echoing its lines; the result, or None when no process
+    saved a checkpoint."""
+    folder = Path(spec["output_dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    spec_path = folder / "round-spec.json"
+    spec_path.write_text(to_json({**spec, "run_pid": os.getpid()}), encoding="utf-8")
+    result_path(spec_path).unlink(missing_ok=True)
+    command = [*shlex.split(launcher), "-m", "coevolve_engine.loop.train_round", str(spec_path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        detail(echo, line.rstrip("\n"))
+    if process.wait() != 0:
+        raise RunError(f"the launched training exited with status {process.returncode}: {shlex.join(command)}")
+    if not result_path(spec_path).exists():
+        return None
+    return json.loads(result_path(spec_path).read_text(encoding="utf-8"))

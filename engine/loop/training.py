@@ -1,0 +1,175 @@
+"""The phases that build the task set and train the policy: bootstrap, weights, warmup, train.
+
+Each phase is a function ``(run, round, label) -> outputs``; ``weights`` and ``train`` also have a ``commit``
+step, ``(run, round, store, outputs) -> outputs``, that the ledger runs inside the transaction that marks the
+phase finished. Each has a ``describe_*`` function: one line on its stored outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from coevolve_engine.loop.context import RunContext, RunError
+from coevolve_engine.loop.ledger import round_row, warmup_checkpoint
+from coevolve_engine.loop.summary import pct, plain_outputs, round_totals
+from coevolve_engine.store import Store
+
+
+def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
+    """D_0: ``bootstrap.n`` tasks from unguided exploration (idempotent: a rerun adds only what is missing)."""
+    from coevolve_engine.synthesis.bootstrap import bootstrap as build_tasks
+
+    c, b = run.config, run.config.bootstrap
+    run.detail(label, f"{b.n} tasks by unguided exploration with {b.explorer_model}")
+    options = {"novelty_threshold": c.validation.novelty_threshold, "wait": run.wait,
+               "progress": lambda line: run.detail(label, line), **b.options}
+    report = build_tasks(run.db, env=c.env, n=b.n, explorer_model=b.explorer_model, model=b.model or None,
+                         api_base=b.api_base or None, seed=c.seed, round=0, **options)
+    with run.store(read_only=True) as store:
+        train = store.scalar("SELECT count(*) FROM tasks WHERE env = $env AND split = 'train'", {"env": c.env})
+    if not train:
+        raise RunError(f"the bootstrap accepted no {c.env} task, so there is nothing to train on; see why with "
+                       "`coevolve-engine candidates --db ... --verdict rejected`")
+    return {**plain_outputs(report), "train_tasks": train}
+
+
+def describe_bootstrap(o: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k} {v}" for k, v in o.items() if isinstance(v, (int, float, str)) and k != "train_tasks")
+    return f"{o['train_tasks']} training tasks" + (f" ({shown})" if shown else "")
+
+
+def weights(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
+    """(commit) The round's weight set: computed by the curriculum strategy, or one stored by hand kept."""
+    from coevolve_engine.curriculum import compute_weights
+
+    c = run.config
+    kept = store.scalar("SELECT count(*) FROM weight_sets WHERE round = $r", {"r": round_}) > 0
+    if not kept:  # a weight set stored by hand (`coevolve-engine weights`) is used as it is
+        compute_weights(store, round_, c.curriculum.strategy, c.signal_params(), settings=c.curriculum.settings)
+    strategy, tasks, nonzero, reason = store.execute(
+        "SELECT strategy, tasks, nonzero, reason FROM weight_sets WHERE round = $r", {"r": round_}).fetchall()[0]
+    return {"kept": kept, "strategy": strategy, "tasks": tasks, "nonzero": nonzero, "reason": reason}
+
+
+def describe_weights(o: dict[str, Any]) -> str:
+    kept = "kept the stored " if o.get("kept") else ""
+    return f"{kept}{o['strategy']} weights for {o['tasks']} tasks ({o['nonzero']} drawable); {o['reason']}"
+
+
+def warmup(run: RunContext, round_: int, label: str) -> dict[str, Any]:
+    """Supervised fine-tuning of the starting policy on the store's successful trajectories."""
+    from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
+
+    c = run.config
+    run.detail(label, f"{c.warmup.trainer}: {c.warmup.steps} steps from {c.trainer.model}")
+    context = TrainContext(
+        store_path=run.db, env=c.env, environment=run.environment, seed=c.seed, wait=run.wait,
+        source=BatchSource.from_store(run.db, round_, seed=c.seed, wait=run.wait), sink=None,
+        model=str(Path(c.trainer.model).resolve()),
+        output_dir=str(Path(c.trainer.output_dir).resolve() / "round-0" / "warmup"), start_step=0,
+        policy_name=c.trainer.policy_name)
+    trainer = TRAINERS.build(c.warmup.trainer, episode_options(c.warmup.trainer, c.episode, c.warmup.options),
+                             context)
+    trainer.progress = lambda line: run.detail(label, line)
+    report = trainer.train(c.warmup.steps)
+    if report.checkpoint is None:
+        raise RunError(f"warm-up trainer {c.warmup.trainer} saved no checkpoint")
+    return {"trainer": c.warmup.trainer, "steps": report.steps, "checkpoint": str(report.checkpoint),
+            **getattr(trainer, "summary", {})}
+
+
+def describe_warmup(o: dict[str, Any]) -> str:
+    return f"{o['steps']} {o['trainer']} steps -> {o['checkpoint']}"
+
+
+def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
+    """F optimizer steps from the round's starting policy, after removing what an interrupted attempt wrote."""
+    from coevolve_engine.loop.launch import launch
+    from coevolve_engine.loop.train_round import train_round
+
+    c = run.config
+    policy, first, removed = _start_round(run, round_)
+    if removed:
+        run.echo(f"{label} removed {removed} rollouts of the interrupted attempt; training again from {policy}")
+    steps = c.trainer.steps_per_round
+    spec = {
+        "db": str(run.db.resolve()), "wait": run.wait, "env": c.env, "env_options": c.env_options,
+        "round": round_, "trainer": c.trainer.name, "model": policy,
+        "options": episode_options(c.trainer.name, c.episode, c.trainer.options),
+        "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"), "seed": c.seed + round_,
+        "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name,
+        "label": f"run round {round_} train",  # names the rollouts' writes in the ingests table
+        "echo_label": label,
+    }
+    how = f" under `{c.trainer.launcher}`" if c.trainer.launcher else ""
+    run.detail(label, f"{c.trainer.name}{how}: steps {first}..{first + steps - 1} from {policy}")
+    result = launch(spec, c.trainer.launcher, run.echo) if c.trainer.launcher else train_round(spec, run.echo)
+    if not result or not result.get("checkpoint"):
+        raise RunError(f"trainer {c.trainer.name} saved no checkpoint after round {round_}")
+    return {"policy": policy, "first_step": first, "last_step": first + steps - 1, **result}
+
+
+def commit_train(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
+    """(commit) The round's checkpoint recorded, and the success rate of its rollouts."""
+    totals = round_totals(store, run.config, outputs["first_step"], outputs["last_step"])
+    store.execute("UPDATE rounds SET checkpoint = $checkpoint WHERE round = $r",
+                  {"checkpoint": outputs["checkpoint"], "r": round_})
+    return {**outputs, "success_rate": totals["success_rate"]}
+
+
+def describe_train(o: dict[str, Any]) -> str:
+    return (f"steps {o['first_step']}..{o['last_step']}, {o['groups']} groups, {o['rollouts']} rollouts, "
+            f"success {pct(o['success_rate'])} -> {o['checkpoint']}")
+
+
+def _start_round(run: RunContext, round_: int) -> tuple[str, int, int]:
+    """In one transaction: record the round's starting policy and first step, or, when an earlier attempt
+    recorded them, remove the rollouts it wrote at the round's steps (the policy that wrote them died with it)
+    and the ingests rows left empty. Returns (policy, first step, rollouts removed)."""
+    with run.store() as store, store.transaction() as con:
+        policy = _starting_policy(run, store, round_)
+        first, removed = round_row(store, round_).get("first_step"), 0
+        if first is not None:
+            steps = {"first": first, "last": first + run.config.trainer.steps_per_round - 1}
+            removed = store.scalar("SELECT count(*) FROM trajectories WHERE step BETWEEN $first AND $last", steps)
+            written = [i for (i,) in con.execute("SELECT DISTINCT ingest_id FROM trajectories WHERE step BETWEEN "
+                                                   "$first AND $last AND ingest_id IS NOT NULL", steps).fetchall()]
+            con.execute("DELETE FROM trajectories WHERE step BETWEEN $first AND $last", steps)
+            con.execute("DELETE FROM ingests WHERE list_contains($written, ingest_id) AND ingest_id NOT IN "
+                        "(SELECT ingest_id FROM trajectories WHERE ingest_id IS NOT NULL)", {"written": written})
+        else:
+            first = int(store.scalar("SELECT coalesce(max(step), 0) FROM trajectories")) + 1
+        con.execute("UPDATE rounds SET policy = $policy, first_step = $first WHERE round = $r",
+                    {"policy": policy, "first": first, "r": round_})
+    return policy, int(first), removed
+
+
+def _starting_policy(run: RunContext, store: Store, round_: int) -> str:
+    """Round 0: the warmed-up checkpoint, else trainer.model; round R: round R - 1's checkpoint."""
+    if round_ == 0:
+        if run.config.warmup.steps > 0:
+            warmed = warmup_checkpoint(store)
+            if warmed:
+                return warmed
+        return str(Path(run.config.trainer.model).resolve())
+    previous = round_row(store, round_ - 1).get("checkpoint")
+    if not previous:
+        raise RunError(f"round {round_ - 1} has no checkpoint recorded; its train phase did not finish")
+    return previous
+
+
+def episode_options(trainer: str, episode: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """A trainer's options with the run's ``[episode]`` settings its options class declares (so training plays
+    episodes as evaluation does); setting one of them in the trainer's own options is refused."""
+    from coevolve_engine.trainers import TRAINERS
+
+    settings = dataclasses.asdict(episode)
+    clash = sorted(set(settings) & set(options))
+    if clash:
+        raise RunError(f"set {', '.join(clash)} under [episode], not in trainer {trainer}'s options: training and "
+                       "evaluation play episodes with the same limits")
+    declared = getattr(TRAINERS.load(trainer), "options_class", None)
+    names = {f.name for f in dataclasses.fields(declared)} if declared is not None else set()
+    return {**{key: value for key, value in settings.items() if key in names}, **options}
