@@ -139,3 +139,35 @@ def test_drift_synthesis_sources_traces_synthesized_tasks_to_their_candidates(st
         (1, "boundary", "p1", 0, 1, round(1 / 3, 9)),
         (2, None, None, None, 1, 0.5),  # s2 has no accepted candidate row
     ]
+
+
+# -- drift_difficulty_with and drift_env_classes -----------------------------------------------------
+
+def test_drift_difficulty_with_the_spread_of_per_task_success(load):
+    store = load([traj("a", 1, 1.0), traj("a", 2, 1.0),  # solved
+                  traj("b", 1, 1.0), traj("b", 1, 0.0), traj("b", 2, 0.0), traj("b", 2, 0.0),  # 1 of 4
+                  traj("c", 2, 0.0),  # unsolved, one rollout
+                  traj("d", 3, 0.5)])  # round 1: a tie at the threshold succeeds
+    run_round(store, 0, 1, 2)
+    run_round(store, 1, 3, 1)
+    assert rows(store, "SELECT * FROM drift_difficulty_with()") == [
+        (0, 3, 7, round(3 / 7, 9), 0.05, 0.125, 0.25, 0.625, 0.85, 1, 1),
+        (1, 1, 1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1, 0),
+    ]
+    assert rows(store, "SELECT round, success_rate, solved, unsolved FROM drift_difficulty_with(threshold := 0.6) "
+                       "WHERE round = 1") == [(1, 0.0, 0, 1)]
+    assert rows(store, "SELECT * FROM drift_difficulty") == rows(store, "SELECT * FROM drift_difficulty_with()")
+
+
+def test_drift_env_classes_counts_rollouts_per_class(store, jsonl):
+    store.ingest_tasks(jsonl([
+        {"task_id": "fs", "env": "bfcl", "spec": {"involved_classes": ["GorillaFileSystem", "MathAPI"]}},
+        {"task_id": "x", "env": "calc", "spec": {}},  # no classes: counted under its env
+    ]))
+    store.ingest_trajectories(jsonl([traj("fs", 1, 1.0), traj("fs", 1, 0.0), traj("x", 2, 1.0),
+                                     traj("ghost", 2, 0.0)]), create_tasks=True)  # a placeholder task: no env
+    run_round(store, 0, 1, 2)
+    assert rows(store, "SELECT * FROM drift_env_classes") == [
+        (0, "(unknown)", 1, 1, 0.25), (0, "GorillaFileSystem", 2, 1, 0.5), (0, "MathAPI", 2, 1, 0.5),
+        (0, "calc", 1, 1, 0.25),
+    ]
