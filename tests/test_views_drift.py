@@ -171,3 +171,40 @@ def test_drift_env_classes_counts_rollouts_per_class(store, jsonl):
         (0, "(unknown)", 1, 1, 0.25), (0, "GorillaFileSystem", 2, 1, 0.5), (0, "MathAPI", 2, 1, 0.5),
         (0, "calc", 1, 1, 0.25),
     ]
+
+
+# -- drift_signals_with and drift_eval_steps_with --------------------------------------------------
+
+def flagged_store(load):
+    store = load([traj("a", 1, 1.0), traj("a", 3, 0.0),  # forgetting fires at step 3 (round 1)
+                  traj("b", 2, 1.0, group="g1"), traj("b", 2, 0.0, group="g1"),  # a mixed group: boundary
+                  traj("c", 4, 1.0)])
+    run_round(store, 0, 1, 2)
+    run_round(store, 1, 3, 2)
+    run_round(store, 2, 5, 1)  # a round without rollouts
+    return store
+
+
+def test_drift_signals_with_counts_each_rounds_flagged_rollouts(load):
+    store = flagged_store(load)
+    assert rows(store, "SELECT * FROM drift_signals_with()") == [
+        (0, 3, 2, 0, 2, 0, round(2 / 3, 9)), (1, 2, 1, 1, 0, 0, 0.5), (2, 0, 0, 0, 0, 0, None),
+    ]
+    # with a threshold no score reaches, no earlier success exists to forget
+    assert rows(store, "SELECT round, forgetting FROM drift_signals_with(w := 1, threshold := 1.5)") == [
+        (0, 0), (1, 0), (2, 0)]
+    assert rows(store, "SELECT * FROM drift_signals") == rows(store, "SELECT * FROM drift_signals_with()")
+
+
+def test_drift_eval_steps_with_puts_held_out_success_next_to_the_flags(load):
+    store = flagged_store(load)
+    evaluation(store, "e0", None, "start", 4, 1, 0, 1)  # the starting policy, at the step before the first
+    evaluation(store, "e1", 0, "round 0", 4, 3, 2, 2)
+    assert rows(store, "SELECT * FROM drift_eval_steps_with()") == [
+        (0, None, 0, 0, 0, 0, 0, 0.25, 4, 1),
+        (1, 0, 1, 0, 0, 0, 0, None, None, 0),
+        (2, 0, 2, 2, 0, 2, 0, 0.75, 4, 1),
+        (3, 1, 1, 1, 1, 0, 0, None, None, 0),
+        (4, 1, 1, 0, 0, 0, 0, None, None, 0),
+    ]
+    assert rows(store, "SELECT * FROM drift_eval_steps") == rows(store, "SELECT * FROM drift_eval_steps_with()")
