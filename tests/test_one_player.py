@@ -59,7 +59,7 @@ def test_the_eval_phase_eval_and_rollout_give_the_same_verdicts(calc_tasks, chec
     from coevolve_engine.adapters.environments.calc import CalcEnvironment
     from coevolve_engine.evaluate import evaluate_policy
 
-    # the run's eval phase (RunLoop._evaluate): evaluate_policy with the run's [episode] settings
+    # the run's eval phase (loop/evaluation.py): evaluate_policy with the run's [episode] settings
     phase = {r.task_id: (r.success, r.reason) for r in evaluate_policy(
         checkpoint, CalcEnvironment(), calc_tasks, max_new_tokens=MAX_NEW_TOKENS, max_model_calls_per_turn=20,
         max_steps=30)}
