@@ -458,7 +458,7 @@ class RunLoop:
 
     def _phase_patterns(self, round_: int, label: str) -> None:
         from coevolve_engine.patterns import find_patterns
-        from coevolve_engine.patterns.find import embed_ahead
+        from coevolve_engine.patterns.find import prepare_patterns
         from coevolve_engine.patterns.select import select_flagged
 
         c = self.config
@@ -466,11 +466,12 @@ class RunLoop:
         params = c.signal_params()
         started = time.perf_counter()
         used = c.signals_used
-        # the embedding model runs before the store is held for writing (and is loaded once per run)
-        self._embedder, _ = embed_ahead(self.db, step=last, first_step=first, params=params,
-                                        max_trajectories=c.patterns.max_trajectories, seed=c.seed + round_,
-                                        signals=used, embedder=self._embedder, wait=self.wait,
-                                        progress=lambda line: detail(self.echo, f"{label} {line}"))
+        # the embedding model and the clustering run before the store is held for writing (the model is loaded
+        # once per run); under the lock the same selection is checked, and the clusters written
+        self._embedder, prepared = prepare_patterns(
+            self.db, step=last, first_step=first, params=params, max_trajectories=c.patterns.max_trajectories,
+            max_k=c.patterns.max_k, seed=c.seed + round_, signals=used, embedder=self._embedder, wait=self.wait,
+            progress=lambda line: detail(self.echo, f"{label} {line}"))
         with self._store() as store, store.transaction() as con:
             flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
             con.execute("DELETE FROM pattern_members WHERE pattern_id IN "
@@ -483,7 +484,7 @@ class RunLoop:
                 report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
                                        max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
                                        seed=c.seed + round_, replace=True, signals=used, embedder=self._embedder,
-                                       progress=lambda line: detail(self.echo, f"{label} {line}"))
+                                       prepared=prepared, progress=lambda line: detail(self.echo, f"{label} {line}"))
                 outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
                                sizes=report.sizes,
                                dominant={p.pattern_id: p.dominant_signal for p in report.patterns})
