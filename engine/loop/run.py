@@ -99,7 +99,9 @@ class RunLoop:
         c = self.config
         every = c.eval.every
         wanted = {"bootstrap": round_ == 0 and c.bootstrap.n > 0, "warmup": round_ == 0 and c.warmup.steps > 0,
-                  "eval": every > 0 and (round_ + 1) % every == 0,
+                  # every EVERY-th round, and always the first (with the starting policy) and the last: a run's
+                  # held-out curve has its start and its end whatever EVERY is
+                  "eval": every > 0 and (round_ in (0, c.rounds - 1) or (round_ + 1) % every == 0),
                   **{phase: c.feedback for phase in FEEDBACK_PHASES}}
         return [p for p in PHASES if wanted.get(p, True)]
 
@@ -355,6 +357,7 @@ class RunLoop:
             "options": episode_options(c.trainer.name, c.episode, c.trainer.options),
             "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"), "seed": c.seed + round_,
             "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name, "label": prefix,
+            "steps_per_write": c.trainer.steps_per_write,
             "echo_label": label,
         }
         how = f" under `{c.trainer.launcher}`" if c.trainer.launcher else ""
