@@ -173,8 +173,10 @@ _NUMBER_TEXT = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
 
 def _as_python_json(text: str) -> str:
     """SQL: the JSON text ``text`` (as DuckDB writes it) with json.dumps's separators, from DuckDB's indented form
-    (there, every newline is between tokens: a newline inside a string is written \\n)."""
-    return f"regexp_replace(regexp_replace(json_pretty({text}), ',\n *', ', ', 'g'), '\n *', '', 'g')"
+    (there ": " already, and every newline is between tokens: a newline inside a string is written \\n), so a
+    comma before a newline gets its space and each newline goes with its indentation."""
+    return (f"regexp_replace(replace(json_pretty({text}), ',' || chr(10), ', ' || chr(10)), chr(10) || ' *', '', "
+            "'g')")
 
 
 def _duplicate_keys(text: str) -> str:
@@ -243,9 +245,11 @@ def _lines_table(con: duckdb.DuckDBPyConnection, path: Path, fields: tuple[Field
         if flagged:
             return None
         names = ", ".join(quote_ident(f.name) for f in fields)
+        # the values first (each written-back list once), then which lines Python must read instead
         con.execute(f"CREATE OR REPLACE TEMP TABLE {_DOUBT_LINES} AS "
-                    f"SELECT _line, text, {' OR '.join(doubt)} AS doubtful, {names} "
-                    f"FROM (SELECT _line, text, r, keys, {', '.join(columns)} FROM {_LINES})")
+                    f"SELECT _line, text, r, keys, {', '.join(columns)} FROM {_LINES}")
+        con.execute(f"ALTER TABLE {_DOUBT_LINES} ADD COLUMN doubtful BOOLEAN")
+        con.execute(f"UPDATE {_DOUBT_LINES} SET doubtful = {' OR '.join(doubt)}")
         doubtful = con.execute(f"SELECT _line, text FROM {_DOUBT_LINES} WHERE doubtful ORDER BY _line").fetchall()
         select = f"SELECT {names}, _line FROM {_DOUBT_LINES} WHERE NOT doubtful"
     except duckdb.Error:
