@@ -234,22 +234,26 @@ def _resolve_trajectories(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
             )
         )
     """)
-    rows = con.execute("""
+    # min <> max finds a group of two tasks or steps without counting distinct values; the first one found
+    # (by its first line in the file) is then described
+    combined = """
         WITH incoming AS (SELECT group_id, task_id, step, _line FROM ingest_resolved),
         stored AS (
             SELECT t.group_id, t.task_id, t.step, NULL::BIGINT AS _line
             FROM trajectories AS t SEMI JOIN incoming USING (group_id)
         ),
         combined AS (SELECT * FROM incoming UNION ALL SELECT * FROM stored)
-        SELECT group_id, list(DISTINCT task_id), list(DISTINCT step), min(_line)
-        FROM combined
-        GROUP BY group_id
-        HAVING count(DISTINCT task_id) > 1 OR count(DISTINCT step) > 1
-        ORDER BY min(_line)
-        LIMIT 1
+    """
+    rows = con.execute(combined + """
+        SELECT group_id FROM combined GROUP BY group_id
+        HAVING min(task_id) <> max(task_id) OR min(step) <> max(step)
+        ORDER BY min(_line) LIMIT 1
     """).fetchall()
     if rows:
-        group_id, task_ids, steps, line = rows[0]
+        group_id, task_ids, steps, line = con.execute(combined + """
+            SELECT group_id, list(DISTINCT task_id), list(DISTINCT step), min(_line) FROM combined
+            WHERE group_id = $group GROUP BY group_id
+        """, {"group": rows[0][0]}).fetchall()[0]
         raise IngestError(
             str(path),
             f"group {group_id!r} would hold rollouts of tasks {sorted(task_ids)} at steps {sorted(steps)}; "
