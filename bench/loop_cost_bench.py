@@ -9,8 +9,9 @@ Sections:
 opens     a writable (and a read-only) open of an up-to-date store, median of --opens opens; "before" is an open
           that rebuilds every view and macro, as every open did before the views carried their stamp.
 sink      one demo round of training writes (25 steps x 6 groups x 8 rollouts of calc-sized records) to a
-          store: "before" one unit of work per group, each open rebuilding the views; "after" one per step.
-          Both stores must hold the same trajectories.
+          store: "before" one unit of work per group, each open rebuilding the views; "after" one per step, and
+          one per 5 steps (trainer.steps_per_write = 5, the demo's setting). The stores must hold the same
+          trajectories.
 demo      the demo's training phase, twice with the same seed (the quick demo's store and policy, one round of
           --demo-steps steps of 6 groups of 8): "before" with every open rebuilding the views and one store
           write per group, "after" as the engine runs now. Prints the train phase's seconds, its store seconds
@@ -110,10 +111,10 @@ def section_sink(folder: Path, args) -> None:
     from coevolve_engine.trainers.base import StoreSink
 
     results = {}
-    for label in ("before", "after"):
-        path = folder / f"sink-{label}.duckdb"
+    for label in ("before", "after", "after, steps_per_write=5"):
+        path = folder / f"sink-{label.replace(', ', '-')}.duckdb"
         calc_store(path)
-        sink = StoreSink(path, label="bench")
+        sink = StoreSink(path, label="bench", steps_per_write=5 if label.endswith("5") else 1)
         steps = [[(f"calc-{(step * 6 + g) % 200}@{step}", [calc_rollout(f"calc-{(step * 6 + g) % 200}", k, step)
                                                          for k in range(8)]) for g in range(6)]
                  for step in range(1, 26)]
@@ -125,11 +126,12 @@ def section_sink(folder: Path, args) -> None:
         else:
             for step, groups in enumerate(steps, start=1):
                 sink.write_groups(groups, step=step)
+            sink.flush()
         results[label] = (time.perf_counter() - started, sink.writes, stored_trajectories(path))
-    same = results["before"][2] == results["after"][2]
-    print("sink, one demo round of writes (25 steps x 6 groups x 8 rollouts):")
+    same = all(result[2] == results["before"][2] for result in results.values())
+    print(f"sink, one demo round of writes (25 steps x 6 groups x 8 rollouts; load {os.getloadavg()[0]:.1f}):")
     for label, (seconds, writes, _) in results.items():
-        print(f"  {label:<6} {seconds:6.2f} s in {writes} units of work")
+        print(f"  {label:<24} {seconds:6.2f} s in {writes} units of work")
     print(f"  same trajectories in both stores: {same}")
 
 
