@@ -180,9 +180,10 @@ def _as_python_json(text: str) -> str:
 
 
 def _duplicate_keys(text: str) -> str:
-    """SQL: whether any object in the JSON text ``text`` has a key twice (Python keeps the last, DuckDB both)."""
-    return (f"(len(json_keys({text})) <> len(list_distinct(json_keys({text}))) OR coalesce(list_bool_or("
-            f"list_transform(json_keys({text}, '$..*'), lambda k: len(k) <> len(list_distinct(k)))), false))")
+    """SQL: whether any object in the JSON text ``text`` has a key twice (Python keeps the last, DuckDB both):
+    the keys of the value itself and of every value inside it ('$..*'), one list per object."""
+    return (f"coalesce(list_bool_or(list_transform(list_prepend(json_keys({text}), json_keys({text}, '$..*')), "
+            "lambda k: len(k) <> len(list_distinct(k)))), false)")
 
 
 def _read_jsonl_sql(path: Path, fields: tuple[Field, ...]) -> pa.Table | None:
