@@ -198,8 +198,13 @@ def _read_jsonl_sql(path: Path, fields: tuple[Field, ...]) -> pa.Table | None:
 
 
 def _lines_table(con: duckdb.DuckDBPyConnection, path: Path, fields: tuple[Field, ...]) -> pa.Table | None:
+    if any(ch in str(path) for ch in "*?[]{}~"):  # read_text would take the name as a pattern: read it in Python
+        return None
     structure = json.dumps({f.name: "JSON" for f in fields})
     try:
+        files = con.execute("SELECT count(*), min(filename) FROM read_text($path)", {"path": str(path)}).fetchall()[0]
+        if files != (1, str(path)):
+            return None
         con.execute(f"""
             CREATE OR REPLACE TEMP TABLE {_LINES} AS
             SELECT _line, text, try(json_transform(text, $structure)) AS r, try(json_keys(text)) AS keys

@@ -177,3 +177,14 @@ def test_the_one_parse_actions_check_flags_every_action_the_exact_check_flags():
     for actions, suspect, bad in rows:
         assert bool(suspect) == bool(bad) or (suspect and not bad), actions
     assert sum(bool(bad) for _, _, bad in rows) == 10
+
+
+def test_a_file_name_duckdb_would_read_as_a_pattern_is_read_by_python(tmp_path):
+    """read_text takes '*', '?', '[...]' as a glob: 'r[12].jsonl' would read r1.jsonl and r2.jsonl instead."""
+    for name in ("r1.jsonl", "r2.jsonl", "r[12].jsonl"):
+        (tmp_path / name).write_text(TRICKY[0] + "\n", encoding="utf-8")
+    assert ingest_sources._read_jsonl_sql(tmp_path / "r[12].jsonl", TRAJECTORY_FIELDS) is None
+    assert ingest_sources._read_jsonl_sql(tmp_path / "r1.jsonl", TRAJECTORY_FIELDS).num_rows == 1
+    with Store(tmp_path / "s.duckdb") as store:
+        store.add_records("tasks", TASKS, label="tasks")
+        assert store.ingest_trajectories(tmp_path / "r[12].jsonl").added == 1
