@@ -98,3 +98,22 @@ def test_steps_kept_together_land_in_one_write_and_flush_writes_the_rest(db_path
         assert store.scalar("SELECT count(*) FROM trajectories") == 9  # the whole batch refused
     with pytest.raises(ValueError, match="steps_per_write"):
         StoreSink(db_path, steps_per_write=0)
+
+
+def test_the_run_shows_a_group_written_only_once_it_is_in_the_store(db_path):
+    """The loop's progress lines say 'written' when the store sink has written the group, not when it keeps it."""
+    from coevolve_engine.loop.train_round import ProgressSink
+
+    with Store(db_path) as store:
+        store.add_records("tasks", [{"task_id": "t1"}])
+    lines: list[str] = []
+    sink = ProgressSink(StoreSink(db_path, label="test", steps_per_write=2), lines.append, "round 0 · train", 1, 3)
+    sink.write_groups([("t1@1", group("t1", [1.0]))], step=1)
+    assert not any("written" in line for line in lines)
+    sink.write_groups([("t1@2", group("t1", [0.0]))], step=2)
+    assert sum("written" in line for line in lines) == 2
+    sink.write_groups([("t1@3", group("t1", [1.0]))], step=3)
+    sink.flush()
+    assert sum("written" in line for line in lines) == 3
+    with Store(db_path, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM trajectories") == 3

@@ -39,6 +39,7 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
         output_dir=spec["output_dir"], seed=spec["seed"], start_step=spec["start_step"],
         policy_name=spec["policy_name"], options=spec["options"])
     report = trainer.train(spec["steps"])
+    sink.flush()  # steps a trainer left with the sink (trainer.steps_per_write > 1) are in the store before the result
     if report.checkpoint is None:
         return None
     return {"checkpoint": str(report.checkpoint), "groups": report.groups, "rollouts": report.rollouts,
