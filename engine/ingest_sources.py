@@ -1,19 +1,8 @@
 """Reading the formats the store ingests into one shape: a relation named ``ingest_source`` holding the
 record fields plus ``_line`` (the line of a JSON-lines file, the 1-based row of a Parquet file or dataset).
 
-JSON lines are parsed and type-checked here. DuckDB reads the whole file first (``_read_jsonl_sql``): one JSON
-parse per line, the type of every field checked from its JSON text, and lists and objects written back as
-Python's ``json.dumps`` writes them (``", "`` and ``": "``, keys in their order), since content hashes and stored
-JSON are built from that text. A line DuckDB cannot vouch for goes to Python instead:
-
-- a line that may be bad (not JSON as Python reads it, not an object, an unknown field, a wrong type, a step out
-  of range): the whole file is read again record by record in Python (``_read_jsonl``), so the error names the
-  first bad line and field exactly as it always did;
-- a good line whose text Python may write differently (duplicate keys, where Python keeps the last; a trailing
-  comma, NaN or Infinity, which DuckDB accepts; \\u escapes; numbers in exponent form or of 16 digits and more):
-  that line alone is parsed by Python.
-
-Parquet and datasets carry their own column types, which ``coevolve_engine.ingest`` checks.
+JSON lines are parsed and type-checked here, record by record, so a bad line is named exactly; Parquet and
+datasets carry their own column types, which ``coevolve_engine.ingest`` checks.
 """
 
 from __future__ import annotations
@@ -28,7 +17,6 @@ import pyarrow as pa
 
 from coevolve_engine.errors import IngestError
 from coevolve_engine.records import KIND_NAMES, Field, json_kind, matches
-from coevolve_engine.sqlident import quote_ident
 
 FORMATS = ("jsonl", "parquet", "dataset")
 SOURCE = "ingest_source"
@@ -160,129 +148,11 @@ def _read_dataset(path: Path) -> tuple[pa.Table, str]:
     return table, digest.hexdigest()
 
 
-_LINES = "ingest_lines"
-_DOUBT_LINES = "ingest_doubt_lines"
-# Written-back JSON whose json.dumps form may differ: \\u escapes (DuckDB writes upper-case hex), and number
-# tokens (after '[' or a separator's space) in exponent form, of 16 digits or more or 0.0000x (Python writes
-# 1e+16, 1e-05), NaN and Infinity (Python refuses them). A string that looks so only costs a Python parse.
-_DOUBTFUL_TEXT = (r"""\\u|[\[ ]-?([0-9]+(\.[0-9]+)?[eE]|[0-9]{16}|0\.0000)"""
-                  r"""|[\[ ]-?(?i:nan|inf|infinity)([,\]}]|$)""")
-_INT_TEXT = "-?(0|[1-9][0-9]*)"
-_NUMBER_TEXT = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
-
-
-def _as_python_json(text: str) -> str:
-    """SQL: the JSON text ``text`` (as DuckDB writes it) with json.dumps's separators, from DuckDB's indented form
-    (there ": " already, and every newline is between tokens: a newline inside a string is written \\n), so a
-    comma before a newline gets its space and each newline goes with its indentation."""
-    return (f"regexp_replace(replace(json_pretty({text}), ',' || chr(10), ', ' || chr(10)), chr(10) || ' *', '', "
-            "'g')")
-
-
-def _duplicate_keys(text: str) -> str:
-    """SQL: whether any object in the JSON text ``text`` has a key twice (Python keeps the last, DuckDB both):
-    the keys of the value itself and of every value inside it ('$..*'), one list per object."""
-    return (f"coalesce(list_bool_or(list_transform(list_prepend(json_keys({text}), json_keys({text}, '$..*')), "
-            "lambda k: len(k) <> len(list_distinct(k)))), false)")
-
-
-def _read_jsonl_sql(path: Path, fields: tuple[Field, ...]) -> pa.Table | None:
-    """Read a JSON-lines file through DuckDB into the source table (see the module docstring); None when a line
-    may be bad and the exact reader must name it. It runs on a connection of its own, so that nothing it does
-    can fail the store's transaction."""
-    con = duckdb.connect()
-    try:
-        return _lines_table(con, path, fields)
-    finally:
-        con.close()
-
-
-def _lines_table(con: duckdb.DuckDBPyConnection, path: Path, fields: tuple[Field, ...]) -> pa.Table | None:
-    if any(ch in str(path) for ch in "*?[]{}~"):  # read_text would take the name as a pattern: read it in Python
-        return None
-    structure = json.dumps({f.name: "JSON" for f in fields})
-    try:
-        files = con.execute("SELECT count(*), min(filename) FROM read_text($path)", {"path": str(path)}).fetchall()[0]
-        if files != (1, str(path)):
-            return None
-        con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE {_LINES} AS
-            SELECT _line, text, try(json_transform(text, $structure)) AS r, try(json_keys(text)) AS keys
-            FROM (SELECT unnest(lines) AS text, generate_subscripts(lines, 1) AS _line
-                  FROM (SELECT string_split(content, chr(10)) AS lines FROM read_text($path)))
-            WHERE trim(text, ' ' || chr(9) || chr(13) || chr(11) || chr(12)) <> ''
-        """, {"structure": structure, "path": str(path)})
-    except duckdb.Error:  # not UTF-8, unreadable: the exact reader says what
-        return None
-    known = [f.name for f in fields]
-    bad = ["r IS NULL", "keys IS NULL", "left(ltrim(text, ' ' || chr(9) || chr(13)), 1) <> '{'",
-           "NOT list_has_all($known, keys)"]
-    doubt = ["len(keys) <> len(list_distinct(keys))", r"regexp_matches(text, ',[ \t\r]*[\]}]')"]
-    columns = []
-    for field in fields:
-        t = f"r.{quote_ident(field.name)}"
-        name = quote_ident(field.name)
-        if field.required:
-            bad.append(f"{t} IS NULL")
-        fits = {"str": f"left({t}, 1) = '\"'", "int": f"regexp_full_match({t}, '{_INT_TEXT}')",
-                "number": f"regexp_full_match({t}, '{_NUMBER_TEXT}')", "bool": f"{t} IN ('true', 'false')",
-                "list": f"left({t}, 1) = '['", "object": f"left({t}, 1) = '{{'"}[field.kind]
-        bad.append(f"({t} IS NOT NULL AND NOT ({fits}))")
-        if field.kind == "str":
-            value = f"json_extract_string({t}, '$')"
-        elif field.kind == "int":
-            value = f"TRY_CAST({t} AS HUGEINT)"
-            if field.range is not None:
-                bad.append(f"({t} IS NOT NULL AND NOT coalesce({value} BETWEEN {field.range[0]} AND {field.range[1]}, "
-                           "false))")
-            value = f"CAST({value} AS BIGINT)"
-        elif field.kind == "number":
-            doubt.append(f"regexp_matches(coalesce({t}, ''), '[eE]|[0-9]{{16}}')")
-            value = f"TRY_CAST({t} AS DOUBLE)"
-        elif field.kind == "bool":
-            value = f"({t} = 'true')"
-        else:
-            doubt.append(f"({t} IS NOT NULL AND (regexp_matches({name}, '{_DOUBTFUL_TEXT}') OR {_duplicate_keys(t)}))")
-            value = f"CASE WHEN {t} IS NOT NULL THEN {_as_python_json(t)} END"
-        columns.append(f"CAST({value} AS {_SQL_TYPES[field.kind]}) AS {name}")
-    try:
-        flagged = con.execute(
-            f"SELECT bool_or({' OR '.join(bad)}) FROM {_LINES}", {"known": known}).fetchall()[0][0]
-        if flagged:
-            return None
-        names = ", ".join(quote_ident(f.name) for f in fields)
-        # the values first (each written-back list once), then which lines Python must read instead
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {_DOUBT_LINES} AS "
-                    f"SELECT _line, text, r, keys, {', '.join(columns)} FROM {_LINES}")
-        con.execute(f"ALTER TABLE {_DOUBT_LINES} ADD COLUMN doubtful BOOLEAN")
-        con.execute(f"UPDATE {_DOUBT_LINES} SET doubtful = {' OR '.join(doubt)}")
-        doubtful = con.execute(f"SELECT _line, text FROM {_DOUBT_LINES} WHERE doubtful ORDER BY _line").fetchall()
-        select = f"SELECT {names}, _line FROM {_DOUBT_LINES} WHERE NOT doubtful"
-    except duckdb.Error:
-        return None
-    if doubtful:
-        try:
-            exact = table_from_records(((line, json.loads(text)) for line, text in doubtful), fields, str(path))
-        except (IngestError, ValueError, TypeError, UnicodeError):
-            return None
-        con.register("ingest_exact_lines", exact)
-        select += f" UNION ALL SELECT {names}, _line FROM ingest_exact_lines"
-    return con.sql(f"{select} ORDER BY _line").to_arrow_table()
-
-
-_SQL_TYPES = {"str": "VARCHAR", "int": "BIGINT", "number": "DOUBLE", "bool": "BOOLEAN", "list": "VARCHAR",
-              "object": "VARCHAR"}
-
-
 def open_source(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: tuple[Field, ...]) -> str:
     """Register the file as the relation ``ingest_source``; returns the file's sha256."""
     if not path.exists():
         raise IngestError(str(path), "no such file or directory")
     if fmt == "jsonl":
-        table = _read_jsonl_sql(path, fields) if path.is_file() else None
-        if table is not None:
-            con.register(SOURCE, table)
-            return _file_sha256(path)
         table, sha = _read_jsonl(path, fields)
         con.register(SOURCE, table)
         return sha
