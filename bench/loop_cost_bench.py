@@ -9,14 +9,17 @@ Sections:
 opens     a writable (and a read-only) open of an up-to-date store, median of --opens opens; "before" is an open
           that rebuilds every view and macro, as every open did before the views carried their stamp.
 sink      one demo round of training writes (25 steps x 6 groups x 8 rollouts of calc-sized records) to a
-          store: "before" one unit of work per group, each open rebuilding the views; "after" one per step.
-          Both stores must hold the same trajectories.
+          store: "before" one unit of work per group, each open rebuilding the views; "after" one per step, and
+          one per 5 steps (trainer.steps_per_write = 5, the demo's setting). The stores must hold the same
+          trajectories.
 demo      the demo's training phase, twice with the same seed (the quick demo's store and policy, one round of
           --demo-steps steps of 6 groups of 8): "before" with every open rebuilding the views and one store
           write per group, "after" as the engine runs now. Prints the train phase's seconds, its store seconds
           and writes, and checks that both stores hold the same trajectories.
 ingest    --ingest-rows trajectories from Parquet and from JSON lines into a fresh store, rows per second
-          against the issue's targets (1.5M/s Parquet, 500k/s JSON lines).
+          against the issue's targets (1.5M/s Parquet, 500k/s JSON lines): "before" is the ingest code of
+          --ingest-before (a commit: engine/ingest.py, ingest_sources.py and records.py as they were there, read
+          with `git show`), "after" the installed code; both stores must hold the same trajectories.
 patterns  `query` latency from another process while `patterns` embeds --texts new texts: "before" holds the
           store for writing while it embeds (as `patterns` did), "after" embeds first (``embed_ahead``).
 
@@ -108,10 +111,10 @@ def section_sink(folder: Path, args) -> None:
     from coevolve_engine.trainers.base import StoreSink
 
     results = {}
-    for label in ("before", "after"):
-        path = folder / f"sink-{label}.duckdb"
+    for label in ("before", "after", "after, steps_per_write=5"):
+        path = folder / f"sink-{label.replace(', ', '-')}.duckdb"
         calc_store(path)
-        sink = StoreSink(path, label="bench")
+        sink = StoreSink(path, label="bench", steps_per_write=5 if label.endswith("5") else 1)
         steps = [[(f"calc-{(step * 6 + g) % 200}@{step}", [calc_rollout(f"calc-{(step * 6 + g) % 200}", k, step)
                                                          for k in range(8)]) for g in range(6)]
                  for step in range(1, 26)]
@@ -123,11 +126,12 @@ def section_sink(folder: Path, args) -> None:
         else:
             for step, groups in enumerate(steps, start=1):
                 sink.write_groups(groups, step=step)
+            sink.flush()
         results[label] = (time.perf_counter() - started, sink.writes, stored_trajectories(path))
-    same = results["before"][2] == results["after"][2]
-    print("sink, one demo round of writes (25 steps x 6 groups x 8 rollouts):")
+    same = all(result[2] == results["before"][2] for result in results.values())
+    print(f"sink, one demo round of writes (25 steps x 6 groups x 8 rollouts; load {os.getloadavg()[0]:.1f}):")
     for label, (seconds, writes, _) in results.items():
-        print(f"  {label:<6} {seconds:6.2f} s in {writes} units of work")
+        print(f"  {label:<24} {seconds:6.2f} s in {writes} units of work")
     print(f"  same trajectories in both stores: {same}")
 
 
@@ -161,6 +165,32 @@ def section_demo(folder: Path, args) -> None:
     print(f"  same trajectories in both stores: {results['before'][3] == results['after'][3]}")
 
 
+@contextmanager
+def ingest_as_of(commit: str):
+    """The ingest modules as they were at ``commit`` (from git), in place of the installed ones."""
+    import types
+
+    repo = Path(__file__).resolve().parent.parent
+    names = {"coevolve_engine.records": "engine/records.py", "coevolve_engine.ingest_sources": "engine/ingest_sources.py",
+             "coevolve_engine.ingest": "engine/ingest.py"}
+    saved = {name: sys.modules.get(name) for name in names}
+    try:
+        for name, path in names.items():
+            source = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], check=True,
+                                    capture_output=True, text=True).stdout
+            module = types.ModuleType(name)
+            module.__file__ = f"{commit}:{path}"
+            sys.modules[name] = module
+            exec(compile(source, module.__file__, "exec"), module.__dict__)
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
 def section_ingest(folder: Path, args) -> None:
     import duckdb
 
@@ -172,15 +202,29 @@ def section_ingest(folder: Path, args) -> None:
     jsonl = folder / "ingest.jsonl"
     duckdb.connect().execute(f"COPY (SELECT * REPLACE (CAST(actions AS JSON) AS actions) FROM read_parquet('{parquet}')) "
                              f"TO '{jsonl}' (FORMAT json)")  # actions as a JSON list, not a string
-    print(f"ingest of {rows:,} trajectories (create_tasks):")
+    print(f"ingest of {rows:,} trajectories (create_tasks); before = {args.ingest_before}:")
     for fmt, path, target in (("parquet", parquet, 1_500_000), ("jsonl", jsonl, 500_000)):
-        db = folder / f"ingest-{fmt}.duckdb"
-        Store(db).close()
-        with Store(db) as store:
-            started = time.perf_counter()
-            store.ingest_trajectories(path, create_tasks=True)
-            seconds = time.perf_counter() - started
-        print(f"  {fmt:<8} {seconds:6.1f} s = {rows / seconds:>10,.0f} rows/s   (issue's target {target:,} rows/s)")
+        stored = {}
+        for label in ("before", "after"):
+            db = folder / f"ingest-{fmt}-{label}.duckdb"
+            Store(db).close()
+            with Store(db) as store:
+                load = os.getloadavg()[0]
+                started = time.perf_counter()
+                if label == "before":
+                    with ingest_as_of(args.ingest_before):
+                        store.ingest_trajectories(path, create_tasks=True)
+                else:
+                    store.ingest_trajectories(path, create_tasks=True)
+                seconds = time.perf_counter() - started
+                stored[label] = store.execute(
+                    "SELECT md5(string_agg(concat_ws('|', trajectory_id, task_id, step, group_id, reward, success, "
+                    "action_pattern, actions, ingest_line), '\n' ORDER BY trajectory_id)) FROM trajectories"
+                ).fetchall()[0][0]
+            print(f"  {fmt:<8} {label:<6} {seconds:6.1f} s = {rows / seconds:>10,.0f} rows/s   (load {load:.1f}; "
+                  f"issue's target {target:,} rows/s)")
+        print(f"  {fmt:<8} same trajectories (ids, JSON text, patterns) in both stores: "
+              f"{stored['before'] == stored['after']}")
 
 
 READER = """
@@ -259,6 +303,8 @@ def main() -> None:
     parser.add_argument("--demo-steps", type=int, default=10, help="training steps of the demo's round")
     parser.add_argument("--demo-warmup", type=int, default=150, help="warm-up steps before the demo's round")
     parser.add_argument("--ingest-rows", type=int, default=1_000_000, help="trajectories to ingest")
+    parser.add_argument("--ingest-before", default="f93a85a",
+                        help="the commit whose ingest code is 'before' (default: main before the vectorized ingest)")
     parser.add_argument("--texts", type=int, default=400, help="new texts `patterns` embeds")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
     args = parser.parse_args()

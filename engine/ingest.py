@@ -118,19 +118,34 @@ def _stage(con: duckdb.DuckDBPyConnection, path: Path, fields: tuple[Field, ...]
 
 # -- value checks --------------------------------------------------------------------------------
 
-_IS_LIST = "CASE WHEN json_valid({c}) THEN json_type(CAST({c} AS JSON)) <> 'ARRAY' ELSE true END"
-_IS_OBJECT = "CASE WHEN json_valid({c}) THEN json_type(CAST({c} AS JSON)) <> 'OBJECT' ELSE true END"
+# A list (object) check parses the value once: try() turns text that is not JSON into NULL, which fails it.
+_IS_LIST = "coalesce(try(json_type({c})) <> 'ARRAY', true)"
+_IS_OBJECT = "coalesce(try(json_type({c})) <> 'OBJECT', true)"
+# The actions check, exactly: an element that is not an object, or whose first "name" is not a string, or whose
+# first "arguments" is present and neither an object nor null. It parses every element again, so it runs only on
+# the records that _SUSPECT_ACTION flags.
 _BAD_ACTION = (
     "CASE WHEN json_valid(actions) AND json_type(CAST(actions AS JSON)) = 'ARRAY' THEN coalesce(list_bool_or("
     "list_transform(json_extract(CAST(actions AS JSON), '$[*]'), lambda a: "
     "json_type(a) <> 'OBJECT' OR json_type(a, '$.name') IS DISTINCT FROM 'VARCHAR' "
     "OR coalesce(json_type(a, '$.arguments'), 'NULL') NOT IN ('OBJECT', 'NULL'))), false) ELSE false END"
 )
+# The same check in one parse of the list: from_json reads each element's "name" and "arguments" as JSON text
+# (the first of duplicate keys, as json_type does; NULL for a JSON null, a missing key, or an element that is not
+# an object). It flags every record _BAD_ACTION flags (and a list from_json could not read at all), so the exact
+# check only ever confirms what this one found.
+_SUSPECT_ACTION = (
+    "coalesce(list_bool_or(list_transform(try(from_json(actions, '[{\"name\": \"JSON\", \"arguments\": \"JSON\"}]')), "
+    "lambda e: e IS NULL OR e.name IS NULL OR left(e.name, 1) <> '\"' "
+    "OR (e.arguments IS NOT NULL AND left(e.arguments, 1) <> '{'))), "
+    "try(from_json(actions, '[{\"name\": \"JSON\", \"arguments\": \"JSON\"}]')) IS NULL AND left(ltrim(actions), 1) = '[')"
+)
 
 
 def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
-    """(field, SQL predicate that is true for a bad record, message) in the order they are checked."""
-    checks: list[tuple[str, str, str]] = []
+    """(field, SQL predicate that is true for a bad record, message) in the order they are checked. A predicate
+    may be a pair (a cheap one that flags at least every bad record, the exact one run on those only)."""
+    checks: list[tuple[str, Any, str]] = []
     for field in fields:
         c = quote_ident(field.name)
         if field.required:
@@ -151,7 +166,7 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
         if field.name == "actions":
             checks.append((
                 "actions",
-                f"actions IS NOT NULL AND {_BAD_ACTION}",
+                (f"actions IS NOT NULL AND {_SUSPECT_ACTION}", f"actions IS NOT NULL AND {_BAD_ACTION}"),
                 'each action must be an object {{"name": string, "arguments": object}}',
             ))
     return checks
@@ -164,11 +179,16 @@ def _location(fmt: str, line: int) -> str:
 
 def _check_values(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: tuple[Field, ...]) -> None:
     """Every value check in one scan of the staged records: the first check (in ``_value_checks`` order) that
-    any record fails is reported at the first line that fails it, as if the checks ran one after another."""
+    any record fails is reported at the first line that fails it, as if the checks ran one after another. A
+    check with a cheap and an exact predicate runs the exact one only on the records the cheap one flagged."""
     checks = _value_checks(fields)
-    firsts = ", ".join(f"min(_line) FILTER (WHERE {predicate})" for _, predicate, _ in checks)
+    cheap = [predicate[0] if isinstance(predicate, tuple) else predicate for _, predicate, _ in checks]
+    firsts = ", ".join(f"min(_line) FILTER (WHERE {predicate})" for predicate in cheap)
     found = con.execute(f"SELECT {firsts} FROM {_STAGED}").fetchall()[0]
-    for (name, _, message), line in zip(checks, found):
+    for (name, predicate, message), line in zip(checks, found):
+        if line is not None and isinstance(predicate, tuple):
+            line = con.execute(f"SELECT min(_line) FROM (SELECT _line, {predicate[1]} AS bad FROM {_STAGED} "
+                               f"WHERE {predicate[0]}) WHERE bad").fetchall()[0][0]
         if line is not None:
             value = con.execute(f"SELECT CAST({quote_ident(name)} AS VARCHAR) FROM {_STAGED} WHERE _line = $line",
                                 {"line": line}).fetchall()[0][0]
@@ -214,22 +234,26 @@ def _resolve_trajectories(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
             )
         )
     """)
-    rows = con.execute("""
+    # min <> max finds a group of two tasks or steps without counting distinct values; the first one found
+    # (by its first line in the file) is then described
+    combined = """
         WITH incoming AS (SELECT group_id, task_id, step, _line FROM ingest_resolved),
         stored AS (
             SELECT t.group_id, t.task_id, t.step, NULL::BIGINT AS _line
             FROM trajectories AS t SEMI JOIN incoming USING (group_id)
         ),
         combined AS (SELECT * FROM incoming UNION ALL SELECT * FROM stored)
-        SELECT group_id, list(DISTINCT task_id), list(DISTINCT step), min(_line)
-        FROM combined
-        GROUP BY group_id
-        HAVING count(DISTINCT task_id) > 1 OR count(DISTINCT step) > 1
-        ORDER BY min(_line)
-        LIMIT 1
+    """
+    rows = con.execute(combined + """
+        SELECT group_id FROM combined GROUP BY group_id
+        HAVING min(task_id) <> max(task_id) OR min(step) <> max(step)
+        ORDER BY min(_line) LIMIT 1
     """).fetchall()
     if rows:
-        group_id, task_ids, steps, line = rows[0]
+        group_id, task_ids, steps, line = con.execute(combined + """
+            SELECT group_id, list(DISTINCT task_id), list(DISTINCT step), min(_line) FROM combined
+            WHERE group_id = $group GROUP BY group_id
+        """, {"group": rows[0][0]}).fetchall()[0]
         raise IngestError(
             str(path),
             f"group {group_id!r} would hold rollouts of tasks {sorted(task_ids)} at steps {sorted(steps)}; "

@@ -195,6 +195,49 @@ def test_embedding_runs_before_the_store_is_held_and_the_write_embeds_nothing(db
     assert len(reads) == 1  # refused before any embedding
 
 
+def test_clustering_runs_before_the_store_is_held_and_writes_the_same_patterns(db_path, jsonl, tmp_path,
+                                                                                 monkeypatch):
+    """`prepare_patterns` embeds and clusters with no store open; `find_patterns(prepared=...)` then writes
+    exactly the patterns it would have computed itself, and ignores a clustering of another selection."""
+    import shutil
+    import subprocess
+    import sys
+
+    from coevolve_engine.patterns import find as find_module
+
+    tasks, rollouts = _records()
+    with Store(db_path) as store:
+        store.ingest_tasks(jsonl(tasks))
+        store.ingest_trajectories(jsonl(rollouts))
+    plain_path = tmp_path / "plain.duckdb"
+    shutil.copy(db_path, plain_path)
+    reads = []
+
+    def watched_cluster(*args, **kwargs):
+        probe = f"import duckdb; print(duckdb.connect({str(db_path)!r}, read_only=True).execute('SELECT 1').fetchall())"
+        reads.append(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout)
+        return cluster_vectors(*args, **kwargs)
+
+    monkeypatch.setattr(find_module, "cluster_vectors", watched_cluster)
+    embedder, prepared = find_module.prepare_patterns(db_path, embedder=Embedder(), seed=1)
+    assert prepared is not None and reads == ["[(1,)]\n"]  # another process read the store while it clustered
+    with Store(db_path) as store:
+        report = find_patterns(store, embedder=embedder, prepared=prepared, seed=1)
+        assert report.prepared and len(reads) == 1 and report.embedded == 0
+        assert set(report.timings) == {"select", "render", "embed", "cluster", "write"}
+        prepared_rows = (_patterns(store), _members(store))
+        other = find_patterns(store, round=0, replace=True, max_k=2, embedder=embedder, prepared=prepared, seed=1)
+        assert not other.prepared and len(reads) == 2  # another max_k: clustered again, under the lock
+    with Store(plain_path) as store:
+        plain = find_patterns(store, embedder=Embedder(store=store), seed=1)
+        assert not plain.prepared
+        plain_rows = (_patterns(store), _members(store))
+    drop = ("created_at",)
+    assert [{k: v for k, v in row.items() if k not in drop} for row in prepared_rows[0]] == [
+        {k: v for k, v in row.items() if k not in drop} for row in plain_rows[0]]
+    assert prepared_rows[1] == plain_rows[1]
+
+
 def test_existing_round_refused_unless_replace(flagged_store):
     embedder = Embedder(store=flagged_store)
     find_patterns(flagged_store, embedder=embedder)

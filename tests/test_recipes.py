@@ -221,8 +221,16 @@ def test_the_phases_follow_the_ablation_settings(tmp_path):
     assert phases() == {0: full, 1: full}
     assert phases("bootstrap.n=4", "bootstrap.explorer_model=x") == {0: ["bootstrap", *full], 1: full}
     assert phases("synthesis.synthesizer=none") == {0: ["weights", "train", "eval"], 1: ["weights", "train", "eval"]}
-    assert phases("synthesis.synthesizer=none", "eval.every=2") == {0: ["weights", "train"],
+    # every 2nd round, and always the first (with the starting policy) and the last
+    assert phases("synthesis.synthesizer=none", "eval.every=2") == {0: ["weights", "train", "eval"],
                                                                    1: ["weights", "train", "eval"]}
+    assert phases("synthesis.synthesizer=none", "eval.every=2", "rounds=5") == {
+        0: ["weights", "train", "eval"], 1: ["weights", "train", "eval"]}
+    loop = RunLoop(tmp_path / "s.duckdb", load_config(None, ["trainer.model=p", "eval.every=2", "rounds=6"]))
+    assert [r for r in range(6) if "eval" in loop.phases(r)] == [0, 1, 3, 5]
+    loop = RunLoop(tmp_path / "s.duckdb", load_config(None, ["trainer.model=p", "eval.every=3", "rounds=5"]))
+    assert [r for r in range(5) if "eval" in loop.phases(r)] == [0, 2, 4]
+    assert phases("eval.every=0")[0] == ["weights", "train", "signals", "patterns", "synthesize", "validate"]
 
 
 def test_signals_use_limits_the_flagged_trajectories_patterns_are_made_of(db):

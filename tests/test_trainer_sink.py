@@ -73,3 +73,47 @@ def test_a_sink_that_only_writes_groups_gets_a_steps_groups_one_by_one():
     sink = Recorder()
     sink.write_groups([("a@1", group("a", [1.0])), ("b@1", group("b", [0.0, 1.0]))], step=1)
     assert sink.seen == [(1, "a@1", 1), (1, "b@1", 2)]
+
+
+def test_steps_kept_together_land_in_one_write_and_flush_writes_the_rest(db_path):
+    """steps_per_write = 2: two steps' groups in one unit of work; flush() writes a last, incomplete batch."""
+    with Store(db_path) as store:
+        store.add_records("tasks", [{"task_id": "t1"}, {"task_id": "t2"}])
+    sink = StoreSink(db_path, label="test", steps_per_write=2)
+    for step in (1, 2, 3):
+        sink.write_groups([(f"t1@{step}", group("t1", [1.0, 0.0])), (f"t2@{step}", group("t2", [0.0]))], step=step)
+    assert (sink.writes, sink.pending, sink.groups) == (1, 1, 4)
+    sink.flush()
+    sink.flush()  # nothing left: no empty write
+    assert (sink.writes, sink.pending, sink.groups, sink.rollouts) == (2, 0, 6, 9)
+    with Store(db_path, read_only=True) as store:
+        assert store.execute("SELECT path, records FROM ingests WHERE kind = 'trajectories' ORDER BY ingest_id"
+                             ).fetchall() == [("test steps 1-2", 6), ("test step 3", 3)]
+        assert store.execute("SELECT step, count(*) FROM trajectories GROUP BY step ORDER BY step").fetchall() == [
+            (1, 3), (2, 3), (3, 3)]
+    with pytest.raises(CoevolveError, match=r"ids of group t2@3 .*step 3"):
+        sink.write_groups([("t1@4", group("t1", [1.0]))], step=4)
+        sink.write_groups([("t2@3", group("t2", [1.0]))], step=3)
+    with Store(db_path, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM trajectories") == 9  # the whole batch refused
+    with pytest.raises(ValueError, match="steps_per_write"):
+        StoreSink(db_path, steps_per_write=0)
+
+
+def test_the_run_shows_a_group_written_only_once_it_is_in_the_store(db_path):
+    """The loop's progress lines say 'written' when the store sink has written the group, not when it keeps it."""
+    from coevolve_engine.loop.train_round import ProgressSink
+
+    with Store(db_path) as store:
+        store.add_records("tasks", [{"task_id": "t1"}])
+    lines: list[str] = []
+    sink = ProgressSink(StoreSink(db_path, label="test", steps_per_write=2), lines.append, "round 0 · train", 1, 3)
+    sink.write_groups([("t1@1", group("t1", [1.0]))], step=1)
+    assert not any("written" in line for line in lines)
+    sink.write_groups([("t1@2", group("t1", [0.0]))], step=2)
+    assert sum("written" in line for line in lines) == 2
+    sink.write_groups([("t1@3", group("t1", [1.0]))], step=3)
+    sink.flush()
+    assert sum("written" in line for line in lines) == 3
+    with Store(db_path, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM trajectories") == 3

@@ -57,6 +57,8 @@ class TrainerConfig:
     output_dir: str = setting("coevolve-checkpoints",
                               "Where each round's checkpoint is written (round-R/ under it).")
     policy_name: str = setting("policy", "The policy id recorded with every rollout, as NAME@STEP.")
+    steps_per_write: int = setting(1, "Training steps whose rollouts are written to the store in one unit of "
+                                      "work (a reader waits at most one such write); more: fewer store opens.")
     launcher: str = setting("", "Train each round in processes of its own, started by this command followed by "
                                 "`-m coevolve_engine.loop.train_round SPEC` (e.g. \"accelerate launch "
                                 "--num_processes 8\", or a python executable); empty: in the run's process.")
@@ -120,7 +122,8 @@ class ValidationConfig:
 @dataclass
 class EvalConfig:
     every: int = setting(1, "Evaluate the policy on the store's eval tasks (split 'eval') after every EVERY-th "
-                            "round's training, and the starting policy before round 0's; 0: never.")
+                            "round's training, and after the first and the last round's (the first also "
+                            "evaluates the starting policy); 0: never.")
     max_tasks: int = setting(0, "Evaluate on at most this many eval tasks (the same seeded subset every time); "
                                 "0: all of them.")
 
@@ -180,6 +183,7 @@ class RunConfig:
     def check(self) -> None:
         """Refuse values no run could use, naming the key."""
         positive = {"rounds": self.rounds, "trainer.steps_per_round": self.trainer.steps_per_round,
+                    "trainer.steps_per_write": self.trainer.steps_per_write,
                     "patterns.max_trajectories": self.patterns.max_trajectories,
                     "patterns.max_k": self.patterns.max_k, "synthesis.max_candidates": self.synthesis.max_candidates,
                     "validation.k": self.validation.k}

@@ -41,16 +41,17 @@ def describe_signals(o: dict[str, Any]) -> str:
 
 
 def embed_flagged(run: RunContext, round_: int, label: str) -> dict[str, Any]:
-    """The patterns phase's first step: embed the round's flagged trajectories before the store is held for
-    writing (the embedding model is loaded once per run)."""
-    from coevolve_engine.patterns.find import embed_ahead
+    """The patterns phase's first step: embed and cluster the round's flagged trajectories before the store is
+    held for writing (the embedding model is loaded once per run); the commit step checks that the selection is
+    still the same and writes the clusters."""
+    from coevolve_engine.patterns.find import prepare_patterns
 
     c = run.config
     first, last = round_steps(run, round_)
-    run.embedder, _ = embed_ahead(run.db, step=last, first_step=first, params=c.signal_params(),
-                                  max_trajectories=c.patterns.max_trajectories, seed=c.seed + round_,
-                                  signals=c.signals_used, embedder=run.embedder, wait=run.wait,
-                                  progress=lambda line: run.detail(label, line))
+    run.embedder, run.prepared = prepare_patterns(
+        run.db, step=last, first_step=first, params=c.signal_params(), max_trajectories=c.patterns.max_trajectories,
+        max_k=c.patterns.max_k, seed=c.seed + round_, signals=c.signals_used, embedder=run.embedder, wait=run.wait,
+        progress=lambda line: run.detail(label, line))
     return {}
 
 
@@ -74,7 +75,7 @@ def patterns(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]
         report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
                                max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
                                seed=c.seed + round_, replace=True, signals=used, embedder=run.embedder,
-                               progress=lambda line: run.detail(label, line))
+                               prepared=run.prepared, progress=lambda line: run.detail(label, line))
         outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
                        sizes=report.sizes, dominant={p.pattern_id: p.dominant_signal for p in report.patterns})
     return outputs

@@ -38,6 +38,13 @@ def _with_feedback(config: RunConfig, round_: int) -> bool:
     return config.feedback
 
 
+def _eval_round(config: RunConfig, round_: int) -> bool:
+    """Every EVERY-th round, and always the first (with the starting policy) and the last: a run's held-out
+    curve has its start and its end whatever EVERY is."""
+    every = config.eval.every
+    return every > 0 and (round_ in (0, config.rounds - 1) or (round_ + 1) % every == 0)
+
+
 def _pending(run: RunContext) -> int | None:
     with run.store(read_only=True) as store:
         return store.scalar("SELECT count(*) FROM candidates WHERE verdict = 'pending'") or None
@@ -55,8 +62,8 @@ ROUND = (
     Phase("train", "F = trainer.steps_per_round steps; every rollout is written to the store with its step",
           when=_always, work=training.train, commit=training.commit_train, describe=training.describe_train,
           bar="step", total=lambda run: run.config.trainer.steps_per_round),
-    Phase("eval", "(every eval.every rounds) the new checkpoint, greedy, on the store's eval tasks",
-          when=lambda c, r: c.eval.every > 0 and (r + 1) % c.eval.every == 0, work=evaluation.evaluate,
+    Phase("eval", "(every eval.every rounds, the first and the last) the new checkpoint, greedy, on the eval tasks",
+          when=_eval_round, work=evaluation.evaluate,
           describe=evaluation.describe_eval, bar="task"),
     Phase("signals", "forgetting, boundary and rare flags over the round's steps, counted",
           when=_with_feedback, work=feedback.signals, describe=feedback.describe_signals, feedback=True),

@@ -32,14 +32,16 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
     db = Path(spec["db"])
     environment = load_environment(spec["env"], **spec["env_options"])
     source = BatchSource.from_store(db, spec["round"], seed=spec["seed"], wait=spec["wait"])
-    sink = ProgressSink(StoreSink(db, wait=spec["wait"], label=spec["label"]), echo, spec["echo_label"],
-                        spec["start_step"] + 1, spec["steps"])
+    sink = ProgressSink(StoreSink(db, wait=spec["wait"], label=spec["label"],
+                                  steps_per_write=spec.get("steps_per_write", 1)),
+                        echo, spec["echo_label"], spec["start_step"] + 1, spec["steps"])
     context = TrainContext(store_path=db, env=spec["env"], environment=environment, seed=spec["seed"],
                            wait=spec["wait"], source=source, sink=sink, model=spec["model"],
                            output_dir=spec["output_dir"], start_step=spec["start_step"],
                            policy_name=spec["policy_name"])
     trainer = TRAINERS.build(spec["trainer"], spec["options"], context)
     report = trainer.train(spec["steps"])
+    sink.flush()  # steps a trainer left with the sink (trainer.steps_per_write > 1) are in the store before the result
     if report.checkpoint is None:
         return None
     return {"checkpoint": str(report.checkpoint), "groups": report.groups, "rollouts": report.rollouts,
@@ -55,6 +57,7 @@ class ProgressSink:
     def __init__(self, sink, echo: Callable[[str], None], label: str, first: int, steps: int) -> None:
         self.sink, self.echo, self.label, self.first, self.steps = sink, echo, label, first, steps
         self.groups = self.rollouts = self.solved = 0
+        self._unreported: list = []  # (groups, step) the store sink keeps, not yet written
 
     @property
     def store_seconds(self) -> float:
@@ -66,7 +69,19 @@ class ProgressSink:
 
     def write_groups(self, groups, *, step: int) -> None:
         self.sink.write_groups(groups, step=step)
-        self._written(groups, step)
+        self._unreported.append((groups, step))
+        if not getattr(self.sink, "pending", 0):  # shown once they are in the store
+            self._report()
+
+    def flush(self) -> None:
+        if hasattr(self.sink, "flush"):
+            self.sink.flush()
+        self._report()
+
+    def _report(self) -> None:
+        for groups, step in self._unreported:
+            self._written(groups, step)
+        self._unreported = []
 
     def _written(self, groups, step: int) -> None:
         from coevolve_engine.progress import advance, detail

@@ -100,6 +100,7 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         "options": episode_options(c.trainer.name, c.episode, c.trainer.options),
         "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"), "seed": c.seed + round_,
         "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name,
+        "steps_per_write": c.trainer.steps_per_write,
         "label": f"run round {round_} train",  # names the rollouts' writes in the ingests table
         "echo_label": label,
     }

@@ -16,20 +16,26 @@ Embedding is the slow phase (seconds to minutes for new texts), and ``find_patte
 writing, which no other process can open meanwhile. ``embed_ahead`` therefore embeds the same texts first,
 reading the store read-only and computing the vectors with no store open, then saves them to the cache in one
 short transaction: ``find_patterns`` afterwards finds every vector cached, and holds the store for the
-selection, the clustering and the write only.
+selection, the clustering and the write only. ``prepare_patterns`` goes one step further: it also clusters with
+no store held (KMeans and silhouettes take seconds), and ``find_patterns(prepared=...)`` then only checks that
+the selection under the lock is the one that was clustered (the same trajectories, texts, ``max_k`` and seed,
+so the same patterns: clustering is a pure function of the vectors and the seed) and writes.
 """
 
 from __future__ import annotations
 
 import time
+from builtins import round as _round_to
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+import numpy as np
+
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.embeddings import text_hash
 from coevolve_engine.errors import CoevolveError
-from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, cluster_vectors
+from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, Clustering, cluster_vectors
 from coevolve_engine.patterns.render import MAX_CHARS, render_row, task_text
 from coevolve_engine.patterns.select import explain_none_flagged, latest_step, ordered_signals, select_flagged
 from coevolve_engine.patterns.write import MemberRow, PatternRow, build_rows, check_round, next_round, write_rows
@@ -58,6 +64,25 @@ class Pattern:
     members: tuple[str, ...]  # trajectory ids
 
 
+@dataclass(frozen=True)
+class PreparedPatterns:
+    """A selection's clustering, computed by ``prepare_patterns`` with no store held; ``find_patterns`` uses it
+    only when its own selection under the write lock is the same."""
+
+    step: int
+    trajectory_ids: tuple[str, ...]
+    text_hashes: tuple[str, ...]
+    max_k: int
+    seed: int
+    clustering: Clustering
+    seconds: float  # the clustering's time
+
+    def fits(self, step: int, trajectory_ids: Sequence[str], text_hashes: Sequence[str], max_k: int,
+             seed: int) -> bool:
+        return (self.step, self.trajectory_ids, self.text_hashes, self.max_k, self.seed) == (
+            step, tuple(trajectory_ids), tuple(text_hashes), max_k, seed)
+
+
 @dataclass
 class PatternReport:
     """What ``find_patterns`` found and wrote, and how long each phase took (seconds)."""
@@ -74,6 +99,7 @@ class PatternReport:
     embedded: int  # texts the model embedded (the rest came from the embeddings cache)
     replaced: int  # patterns of the round that were deleted and written again
     timings: dict[str, float] = field(default_factory=dict)
+    prepared: bool = False  # the clustering came from ``prepare_patterns`` (computed before the store was held)
 
     @property
     def sizes(self) -> list[int]:
@@ -123,6 +149,7 @@ def find_patterns(
     replace: bool = False,
     progress: Callable[[str], None] | None = None,
     signals: Sequence[str] | None = None,
+    prepared: PreparedPatterns | None = None,
 ) -> PatternReport:
     """Cluster the trajectories flagged at ``step`` into failure patterns and store them as ``round``.
 
@@ -137,6 +164,8 @@ def find_patterns(
     progress: called with a line before each long phase.
     signals: cluster only trajectories flagged by these signals (default: every signal), each member carrying
         only these; recorded in the patterns' params when given.
+    prepared: a clustering from ``prepare_patterns`` (same arguments), used when this selection is the one it
+        clustered; otherwise the vectors are clustered here.
     """
     params = params or SignalParams()
     _check_arguments(store, round, max_trajectories, max_k)
@@ -165,8 +194,15 @@ def find_patterns(
     with clock.phase("embed", f"embedding {len(texts)} trajectories ({len(set(texts))} distinct texts)"):
         vectors = embedder.embed(texts)  # writes the cache in a transaction of its own
 
-    with clock.phase("cluster", f"clustering {len(texts)} trajectories (up to {max_k} patterns)"):
-        clustering = cluster_vectors(vectors, max_k=max_k, seed=seed, sample_size=DEFAULT_SAMPLE_SIZE)
+    hashes = [text_hash(t) for t in texts]
+    ids = [row["trajectory_id"] for row in rows]
+    use_prepared = prepared is not None and prepared.fits(step_, ids, hashes, max_k, seed)
+    if use_prepared:
+        clustering = prepared.clustering
+        clock.timings["cluster"] = prepared.seconds  # spent before the store was held
+    else:
+        with clock.phase("cluster", f"clustering {len(texts)} trajectories (up to {max_k} patterns)"):
+            clustering = cluster_vectors(vectors, max_k=max_k, seed=seed, sample_size=DEFAULT_SAMPLE_SIZE)
 
     with clock.phase("write"):
         stored_params = {
@@ -179,15 +215,15 @@ def find_patterns(
         if signals is not None:
             stored_params["signals"] = list(ordered_signals(signals))
         pattern_rows, member_rows = build_rows(
-            round_, step_, [row["trajectory_id"] for row in rows], [row["signals"] for row in rows],
-            [text_hash(t) for t in texts], clustering.labels.tolist(), clustering.distances.tolist(), stored_params)
+            round_, step_, ids, [row["signals"] for row in rows], hashes, clustering.labels.tolist(),
+            clustering.distances.tolist(), stored_params)
         replaced = write_rows(store, round_, pattern_rows, member_rows, replace=replace)
 
     return PatternReport(
         round=round_, step=step_, params=params, flagged=selection.flagged, clustered=len(rows),
         patterns=_patterns(pattern_rows, member_rows, rows), k=clustering.k, silhouette=clustering.silhouette,
         model=embedder.model_name, embedded=embedder.computed - computed_before, replaced=replaced,
-        timings=clock.timings,
+        timings=clock.timings, prepared=use_prepared,
     )
 
 
@@ -210,6 +246,58 @@ def embed_ahead(
     model runs: select and look the cache up read-only, embed what is missing with no store open, save those
     vectors in one short transaction. Returns the embedder (pass it to ``find_patterns``) and how many texts
     it embedded. A ``round`` that ``find_patterns`` would refuse is refused here, before any work."""
+    ahead = _embed_selection(db, round=round, replace=replace, step=step, first_step=first_step, params=params,
+                             max_trajectories=max_trajectories, seed=seed, signals=signals, embedder=embedder,
+                             wait=wait, progress=progress)
+    return ahead.embedder, ahead.embedded
+
+
+def prepare_patterns(
+    db,
+    *,
+    round: int | None = None,
+    replace: bool = False,
+    step: int | None = None,
+    first_step: int | None = None,
+    params: SignalParams | None = None,
+    max_trajectories: int = DEFAULT_MAX_TRAJECTORIES,
+    max_k: int = DEFAULT_MAX_K,
+    seed: int = 0,
+    signals: Sequence[str] | None = None,
+    embedder: "Embedder | None" = None,
+    wait: float = DEFAULT_WAIT_SECONDS,
+    progress: Callable[[str], None] | None = None,
+) -> tuple["Embedder", "PreparedPatterns | None"]:
+    """``embed_ahead``, then the clustering too, all with no store held for writing: returns the embedder and
+    the clustering for ``find_patterns(prepared=...)`` (None when nothing is flagged; ``find_patterns`` explains)."""
+    ahead = _embed_selection(db, round=round, replace=replace, step=step, first_step=first_step, params=params,
+                             max_trajectories=max_trajectories, seed=seed, signals=signals, embedder=embedder,
+                             wait=wait, progress=progress)
+    if not ahead.texts:
+        return ahead.embedder, None
+    if progress:
+        progress(f"clustering {len(ahead.texts)} trajectories (up to {max_k} patterns; the store is not held)")
+    started = time.perf_counter()
+    hashes = [text_hash(t) for t in ahead.texts]
+    vectors = np.stack([ahead.vectors[h] for h in hashes])
+    clustering = cluster_vectors(vectors, max_k=max_k, seed=seed, sample_size=DEFAULT_SAMPLE_SIZE)
+    return ahead.embedder, PreparedPatterns(
+        step=ahead.step, trajectory_ids=tuple(ahead.trajectory_ids), text_hashes=tuple(hashes), max_k=max_k,
+        seed=seed, clustering=clustering, seconds=_round_to(time.perf_counter() - started, 4))
+
+
+@dataclass
+class _Ahead:
+    embedder: "Embedder"
+    embedded: int
+    step: int
+    trajectory_ids: list[str]
+    texts: list[str]
+    vectors: dict  # text hash -> vector, as the cache holds it
+
+
+def _embed_selection(db, *, round, replace, step, first_step, params, max_trajectories, seed, signals, embedder,
+                     wait, progress) -> _Ahead:
     from coevolve_engine.embeddings import Embedder
 
     params = params or SignalParams()
@@ -222,15 +310,17 @@ def embed_ahead(
                               signals=signals).rows
         texts = [render_row(row) for row in rows]
         cached = embedder.cached(store, texts)
+    ids = [row["trajectory_id"] for row in rows]
     missing = [t for t in texts if text_hash(t) not in cached]
     if not missing:
-        return embedder, 0
+        return _Ahead(embedder, 0, step_, ids, texts, cached)
     if progress:
         progress(f"embedding {len(set(missing))} new texts (the store is not held meanwhile)")
     vectors = embedder.compute(missing)
     with Store(db, wait=wait) as store:
         embedder.save(store, vectors)
-    return embedder, len(vectors)
+        cached = embedder.cached(store, texts)  # every vector as the cache holds it, as find_patterns reads them
+    return _Ahead(embedder, len(vectors), step_, ids, texts, cached)
 
 
 def _patterns(pattern_rows: list[PatternRow], member_rows: list[MemberRow], rows: list[dict]) -> list[Pattern]:

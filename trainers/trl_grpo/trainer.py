@@ -244,6 +244,8 @@ class TRLGRPOTrainer(Trainer):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
             self._grpo.train()
+        if hasattr(self.sink, "flush"):
+            self.sink.flush()  # the steps a sink kept to write together are in the store when training returns
         self.steps_done += steps
         checkpoint = None
         if self.config.save_checkpoint and self._grpo.accelerator.is_main_process:
