@@ -152,11 +152,19 @@ def run_arm(out: Path, seed: int, arm: str, base_db: Path, warmed: Path, quick: 
     RunLoop(db, config, echo=lambda line: None).run()
     seconds, load = time.perf_counter() - started, (load + os.getloadavg()[0]) / 2
     check_store_heldout(db, manifest)
+    return {**read_run(db, arm, seed), "seconds": seconds, "load": load}
+
+
+def read_run(db: Path, arm: str, seed: int) -> dict:
+    """A run's held-out curve, its final verdict on every held-out task, and its training tasks at the end."""
+    from coevolve_engine.store import Store
+
     with Store(db, read_only=True) as store:
         curve = store.execute("SELECT label, step, success_rate FROM evaluations ORDER BY step, label").fetchall()
         tasks = store.execute(FINAL_TASKS_SQL).fetchall()
         train_tasks = store.scalar("SELECT count(*) FROM tasks WHERE split = 'train'")
-    return {"arm": arm, "seed": seed, "seconds": seconds, "load": load, "train_tasks": train_tasks,
+        finished = store.scalar("SELECT count(*) FROM rounds WHERE status = 'finished'")
+    return {"arm": arm, "seed": seed, "train_tasks": train_tasks, "rounds": finished,
             "curve": [{"arm": arm, "seed": seed, "label": label, "step": step, "heldout": rate}
                       for label, step, rate in curve],
             "tasks": [{"arm": arm, "seed": seed, **dict(zip(TASK_COLUMNS, row))} for row in tasks]}
@@ -346,6 +354,33 @@ def plot(curve_rows: list[dict], arms: list[str], path: Path) -> None:
     figure.savefig(path, dpi=90)
 
 
+def run_all(args, seeds: list[int], arms: list[str], sets: tuple[str, ...], manifest: list[dict]) -> list[dict]:
+    """Every seed's warm-up, then every run, arm by arm in the order given (so the first arms finish first on
+    every seed), ``args.jobs`` at a time."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    context = multiprocessing.get_context("spawn")  # torch and duckdb in a forked child are not safe
+    results: list[dict] = []
+    with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_threads, initargs=(threads,)) as pool:
+        warmups = {seed: pool.submit(warmed_base, args.out, seed, args.quick, sets) for seed in seeds}
+        bases = {}
+        for seed, future in warmups.items():  # every seed's warm-up first: its arms start from it
+            bases[seed] = future.result()
+            check_store_heldout(bases[seed][0], manifest)
+            print(f"seed {seed}: warmed up", flush=True)
+        runs = {(seed, arm): pool.submit(run_arm, args.out, seed, arm, *bases[seed], args.quick, sets, manifest)
+                for arm in arms for seed in seeds}
+        for (seed, arm), future in runs.items():
+            result = future.result()
+            results.append(result)
+            print(f"seed {seed} {arm}: {result['seconds']:.0f} s (load average {result['load']:.1f}), "
+                  f"{result['train_tasks']} training tasks at the end, held-out "
+                  f"{100 * result['curve'][-1]['heldout']:.1f}%", flush=True)
+    return results
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
     if not rows:
         return
@@ -369,6 +404,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="a run setting over the demo's configuration, for the warm-up and every arm "
                              "(repeatable), e.g. rounds=4")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process [default: 1]")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: report the runs under --out that finished every round")
     args = parser.parse_args(argv)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     arms = args.arms.split(",")
@@ -379,31 +416,25 @@ def main(argv: list[str] | None = None) -> None:
     sets = (*REWARDS[args.reward], *args.sets)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     from coevolve_engine.demo import FULL, QUICK
 
     manifest = fix_heldout(args.out, (QUICK if args.quick else FULL).eval_tasks)
     print(f"held-out set: {len(manifest)} tasks, fixed in {args.out / 'heldout.json'}", flush=True)
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    context = multiprocessing.get_context("spawn")  # torch and duckdb in a forked child are not safe
+    size = QUICK if args.quick else FULL
+    rounds = next((int(v.split("=", 1)[1]) for v in reversed(args.sets) if v.startswith("rounds=")), size.rounds)
     results: list[dict] = []
-    with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_threads, initargs=(threads,)) as pool:
-        warmups = {seed: pool.submit(warmed_base, args.out, seed, args.quick, sets) for seed in seeds}
-        bases = {}
-        for seed, future in warmups.items():  # every seed's warm-up first: its arms start from it
-            bases[seed] = future.result()
-            check_store_heldout(bases[seed][0], manifest)
-            print(f"seed {seed}: warmed up", flush=True)
-        runs = {(seed, arm): pool.submit(run_arm, args.out, seed, arm, *bases[seed], args.quick, sets, manifest)
-                for seed in seeds for arm in arms}
-        for (seed, arm), future in runs.items():
-            result = future.result()
-            results.append(result)
-            print(f"seed {seed} {arm}: {result['seconds']:.0f} s (load average {result['load']:.1f}), "
-                  f"{result['train_tasks']} training tasks at the end, held-out "
-                  f"{100 * result['curve'][-1]['heldout']:.1f}%", flush=True)
+    if args.report_only:  # what finished all its rounds, nothing run
+        for arm in arms:
+            for seed in seeds:
+                db = args.out / f"seed-{seed}" / arm / "store.duckdb"
+                run = read_run(db, arm, seed) if db.exists() else None
+                if run is not None and run["rounds"] >= rounds:
+                    results.append({**run, "seconds": float("nan"), "load": float("nan")})
+                else:
+                    print(f"seed {seed} {arm}: not finished ({run['rounds'] if run else 0} of {rounds} rounds), "
+                          "left out", flush=True)
+    else:
+        results = run_all(args, seeds, arms, sets, manifest)
     curve_rows = [row for result in results for row in result["curve"]]
     task_rows = [row for result in results for row in result["tasks"]]
     write_csv(args.out / "results.csv", curve_rows)
