@@ -222,7 +222,7 @@ def report(curve_rows: list[dict], task_rows: list[dict], arms: list[str]) -> tu
              f"steps, {len(seeds)} seeds ({', '.join(map(str, seeds))}). Differences are paired by seed (same "
              f"warm-up); intervals are 95% bootstrap intervals of the mean over seeds. Steps to reach: the first "
              f"evaluated step at which the arm's mean curve is at or above fixed's final mean"
-             + (f" ({100 * target:.1f}%)" if target is not None else "")
+             + (f", {100 * target:.1f}%" if target is not None else "")
              + " (per seed: its own curve against fixed's final on that seed).", "",
              "| arm | final held-out, mean (sd) | per seed | minus fixed [95% CI] | minus paper [95% CI] | "
              "steps to reach fixed's final | per seed |", "|---|---|---|---|---|---|---|"]

@@ -102,6 +102,11 @@ def test_quick_benchmark_runs_fixes_the_held_out_set_and_resumes(tmp_path):
     with (out / "results.csv").open() as handle:
         assert list(csv.DictReader(handle)) == rows
 
+    reported = _run(out, "--report-only")  # nothing run: the finished runs read back
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    with (out / "results.csv").open() as handle:
+        assert list(csv.DictReader(handle)) == rows
+
     manifest[0]["spec_sha256"] = "0" * 64  # a held-out set that changed: the benchmark stops
     (out / "heldout.json").write_text(json.dumps(manifest))
     changed = _run(out)
