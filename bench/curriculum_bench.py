@@ -155,13 +155,16 @@ def run_arm(out: Path, seed: int, arm: str, base_db: Path, warmed: Path, quick: 
     return {**read_run(db, arm, seed), "seconds": seconds, "load": load}
 
 
-def read_run(db: Path, arm: str, seed: int) -> dict:
-    """A run's held-out curve, its final verdict on every held-out task, and its training tasks at the end."""
+def read_run(db: Path, arm: str, seed: int, up_to_step: int | None = None) -> dict:
+    """A run's held-out curve, its final verdict on every held-out task (the last evaluation, or the last at or
+    before ``up_to_step``), and its training tasks at the end."""
     from coevolve_engine.store import Store
 
+    limit = {"up_to": up_to_step if up_to_step is not None else 2**62}
     with Store(db, read_only=True) as store:
-        curve = store.execute("SELECT label, step, success_rate FROM evaluations ORDER BY step, label").fetchall()
-        tasks = store.execute(FINAL_TASKS_SQL).fetchall()
+        curve = store.execute("SELECT label, step, success_rate FROM evaluations WHERE step <= $up_to "
+                              "ORDER BY step, label", limit).fetchall()
+        tasks = store.execute(FINAL_TASKS_SQL, limit).fetchall()
         train_tasks = store.scalar("SELECT count(*) FROM tasks WHERE split = 'train'")
         finished = store.scalar("SELECT count(*) FROM rounds WHERE status = 'finished'")
     return {"arm": arm, "seed": seed, "train_tasks": train_tasks, "rounds": finished,
@@ -180,7 +183,8 @@ SELECT r.task_id,
        coalesce(json_array_length(json_extract(t.spec, '$.turns')), 1),
        CAST(r.success AS INTEGER), r.reward
 FROM eval_results AS r JOIN tasks AS t USING (task_id)
-WHERE r.eval_id = (SELECT eval_id FROM evaluations ORDER BY step DESC, created_at DESC LIMIT 1)
+WHERE r.eval_id = (SELECT eval_id FROM evaluations WHERE step <= $up_to ORDER BY step DESC, created_at DESC
+                   LIMIT 1)
 ORDER BY r.task_id
 """
 
@@ -406,7 +410,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process [default: 1]")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: report the runs under --out that finished every round")
+    parser.add_argument("--up-to-step", type=int, default=None, metavar="N",
+                        help="with --report-only: report the evaluations at steps up to N (runs extended past it "
+                             "are read as they stood at N)")
     args = parser.parse_args(argv)
+    if args.up_to_step is not None and not args.report_only:
+        parser.error("--up-to-step goes with --report-only")
     seeds = [int(seed) for seed in args.seeds.split(",")]
     arms = args.arms.split(",")
     if unknown := sorted(set(arms) - set(ARMS)):
@@ -427,8 +436,9 @@ def main(argv: list[str] | None = None) -> None:
         for arm in arms:
             for seed in seeds:
                 db = args.out / f"seed-{seed}" / arm / "store.duckdb"
-                run = read_run(db, arm, seed) if db.exists() else None
-                if run is not None and run["rounds"] >= rounds:
+                run = read_run(db, arm, seed, args.up_to_step) if db.exists() else None
+                if run is not None and (run["rounds"] >= rounds or args.up_to_step is not None
+                                        and run["curve"] and run["curve"][-1]["step"] >= args.up_to_step):
                     results.append({**run, "seconds": float("nan"), "load": float("nan")})
                 else:
                     print(f"seed {seed} {arm}: not finished ({run['rounds'] if run else 0} of {rounds} rounds), "
