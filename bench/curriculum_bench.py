@@ -1,45 +1,106 @@
-"""Curriculum benchmark: the demo's loop under each curriculum strategy, the same training budget, several seeds.
+"""Curriculum benchmark: does co-evolution beat GRPO on a fixed task set? Five arms, paired by seed.
 
-    HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True python bench/curriculum_bench.py --out /tmp/curriculum
-    python bench/curriculum_bench.py --out /tmp/cb --quick          # the mechanics in a minute or two
-    python bench/curriculum_bench.py --out /tmp/cb --jobs 2 --set warmup.steps=800   # two runs at a time
+    HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True python bench/curriculum_bench.py --jobs 2
+    python bench/curriculum_bench.py --out /tmp/cb --quick --seeds 0 --arms fixed,weighted   # the mechanics
+    python bench/curriculum_bench.py --set rounds=4          # half the budget; rounds=8 later extends every run
 
-Per seed, the demo's store and policy are prepared and warmed up once (coevolve_engine.demo), then each
-strategy runs `coevolve-engine run` from that warmed-up checkpoint on a copy of the store, with the demo's
-configuration, the --set overrides and the strategy's settings (SETTINGS). Held-out success comes from the store
-(the run's eval phase writes every round's evaluation): one row per (strategy, seed, round) with the last
-training step and the success. Prints a table of mean and spread over seeds per strategy and round, each seed's
-paired differences (last round minus round 0; final minus uniform's final), and the steps each strategy needed
-to reach uniform's final held-out success; writes results.csv, table.md and heldout.png under --out.
+The arms (``ARMS``), all with the demo's configuration (``coevolve_engine/data/demo.toml``: the tiny calc
+policy, 25 GRPO steps a round, offline:calc synthesis) and the benchmark's reward (``--reward``):
 
-The demo's configuration is 8 rounds of 25 GRPO steps; `--set rounds=4` halves the budget, and `--set rounds=8`
-on a finished 4-round benchmark extends every run to 8.
+- ``fixed``: GRPO on the original training tasks, uniform, nothing synthesized (the paper's GRPO-only baseline);
+- ``paper``: the paper's configuration: synthesis every round, uniform over the growing task set, forgetting per
+  trajectory (``recipes/bfcl_paper.toml``'s curriculum and signals settings);
+- ``weighted``: our coevolve weighting over the growing set (the demo's default);
+- ``plr`` and ``dapo-filter``: the two peer curricula over the growing set.
 
-Every run is a resumable `coevolve-engine run` in its own folder, so a rerun with the same --out finishes what
-was interrupted and reads what was finished. With --jobs N, N runs go at a time in separate processes, each
-with its share of the cores as torch threads.
+Per seed the demo's store and policy are prepared and warmed up once (``coevolve_engine.demo``); every arm of
+that seed starts from that checkpoint on a copy of the store and trains the same number of steps, so the arms pair
+by seed. The held-out tasks are the demo's (calc's test split, 'steps' form, 157 tasks); their ids and spec
+hashes are written to ``OUT/heldout.json`` before any arm runs, and every run's store is checked against it before
+and after: a benchmark whose held-out set changed stops.
+
+Every run is a resumable ``coevolve-engine run`` in ``OUT/seed-S/ARM``; a rerun with the same ``--out`` finishes
+what was interrupted and reads what finished. ``--jobs N`` runs N at a time in separate processes, each with its
+share of the cores as torch threads. Held-out success comes from each store (every round's evaluation).
+
+Writes under ``--out``: ``results.csv`` (arm, seed, step, held-out success), ``tasks.csv`` (each run's final
+verdict on each held-out task, with its skill cell), ``table.md`` (below) and ``heldout.png`` (mean ± spread
+against step, and the paired difference from ``fixed`` with its bootstrap interval). The statistics are in
+``curriculum_stats.py``: per seed the paired differences arm - fixed and arm - paper, their mean and 95%
+bootstrap interval; the steps each arm needs to reach ``fixed``'s final held-out success; success per skill
+parameter and per number of user turns.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
+import os
 import shutil
 import statistics
 import time
 from pathlib import Path
 
-#: What each benchmarked name sets over the demo's configuration. The four curriculum strategies all train on
-#: the task set the loop grows; "fixed" is the usual RL baseline: uniform draws from the training tasks as they
-#: were, nothing synthesized.
-SETTINGS = {
-    "coevolve": [],
-    "uniform": ["curriculum.strategy=uniform", "curriculum.settings={}"],
+#: What each arm sets over the demo's configuration.
+ARMS = {
+    "fixed": ["curriculum.strategy=uniform", "curriculum.settings={}", "synthesis.synthesizer=none"],
+    "paper": ["curriculum.strategy=uniform", "curriculum.settings={}", "signals.forgetting_form=trajectory"],
+    "weighted": [],
     "plr": ["curriculum.strategy=plr", "curriculum.settings={}"],
     "dapo-filter": ["curriculum.strategy=dapo-filter", "curriculum.settings={}"],
-    "fixed": ["curriculum.strategy=uniform", "curriculum.settings={}", "synthesis.synthesizer=none"],
 }
+#: The reward the environment gives (``env_options``): calc's partial credit, or the paper's binary reward.
+REWARDS = {"partial": ["env_options={partial_credit = true}"], "binary": ["env_options={}"]}
+DEFAULT_REWARD = "partial"
+#: The baselines every arm is paired with.
+BASELINES = ("fixed", "paper")
 
+
+# --- the held-out set ---------------------------------------------------------------------------------------
+
+def heldout_manifest(n: int) -> list[dict]:
+    """The demo's ``n`` held-out tasks (as ``prepare`` stores them) as (task_id, sha256 of the spec), by id."""
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.demo import held_out
+
+    tasks = held_out(load_environment("calc"))[:n]
+    return sorted(({"task_id": t["task_id"], "spec_sha256": _spec_hash(t["spec"])} for t in tasks),
+                  key=lambda row: row["task_id"])
+
+
+def _spec_hash(spec) -> str:
+    spec = json.loads(spec) if isinstance(spec, str) else spec
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def fix_heldout(out: Path, size_eval_tasks: int) -> list[dict]:
+    """``OUT/heldout.json``: written once, before any arm runs; a later invocation must find the same set."""
+    manifest = heldout_manifest(size_eval_tasks)
+    path = out / "heldout.json"
+    if path.exists():
+        fixed = json.loads(path.read_text())
+        if fixed != manifest:
+            raise SystemExit(f"{path} holds another held-out set than this code makes: the benchmark's held-out "
+                             "set may not change (start a new --out)")
+    else:
+        path.write_text(json.dumps(manifest, indent=0) + "\n")
+    return manifest
+
+
+def check_store_heldout(db: Path, manifest: list[dict]) -> None:
+    """Stop unless the store's eval tasks are exactly the manifest's."""
+    from coevolve_engine.store import Store
+
+    with Store(db, read_only=True) as store:
+        rows = store.execute("SELECT task_id, spec FROM tasks WHERE split = 'eval' ORDER BY task_id").fetchall()
+    got = [{"task_id": task_id, "spec_sha256": _spec_hash(spec)} for task_id, spec in rows]
+    if got != manifest:
+        raise SystemExit(f"{db}: its eval tasks differ from heldout.json ({len(got)} against {len(manifest)})")
+
+
+# --- the runs -----------------------------------------------------------------------------------------------
 
 def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """The seed's prepared store (tasks, demonstrations) and its warmed-up checkpoint, made once."""
@@ -51,7 +112,7 @@ def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -
     db, _ = prepare(base, QUICK if quick else FULL, seed=seed, echo=lambda line: None)
     with Store(db, read_only=True) as store:
         warmed = warmup_checkpoint(store)
-    if warmed is None:  # run the demo's warm-up alone: round 0 up to its train phase is not needed
+    if warmed is None:  # the demo's warm-up, then one GRPO step that no arm uses (its rollouts are not copied)
         run_demo(base, quick=quick, seed=seed, overrides=(*sets, "rounds=1", "trainer.steps_per_round=1"),
                  echo=lambda line: None)
         with Store(db, read_only=True) as store:
@@ -59,14 +120,15 @@ def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -
     return db, Path(warmed)
 
 
-def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Path, quick: bool,
-                 sets: tuple[str, ...] = ()) -> list[dict]:
-    """One strategy's run from the seed's warmed-up checkpoint (resumed if it was interrupted); its evaluations."""
+def run_arm(out: Path, seed: int, arm: str, base_db: Path, warmed: Path, quick: bool, sets: tuple[str, ...],
+            manifest: list[dict]) -> dict:
+    """One arm's run from the seed's warmed-up checkpoint (resumed if it was interrupted): its held-out curve and
+    its final verdict on every held-out task."""
     from coevolve_engine.demo import FULL, QUICK, demo_config_text
     from coevolve_engine.loop import RunLoop, load_config
     from coevolve_engine.store import Store
 
-    folder = out / f"seed-{seed}" / strategy
+    folder = out / f"seed-{seed}" / arm
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "store.duckdb"
     if not db.exists():  # the prepared store without the base's own run, renamed into place once clean
@@ -79,22 +141,52 @@ def run_strategy(out: Path, seed: int, strategy: str, base_db: Path, warmed: Pat
             con.execute("DELETE FROM tasks WHERE source = 'synthesized'")
             con.execute("DELETE FROM trajectories WHERE step > 0")
         fresh.rename(db)
+    check_store_heldout(db, manifest)
     config_path = folder / "run.toml"
     config_path.write_text(demo_config_text(), encoding="utf-8")
     size = QUICK if quick else FULL
     config = load_config(config_path, [*size.overrides, f"rounds={size.rounds}", f"seed={seed}", *sets,
                                        f"trainer.model={warmed}", f"trainer.output_dir={folder / 'checkpoints'}",
-                                       "warmup.steps=0", *SETTINGS[strategy]])
+                                       "warmup.steps=0", *ARMS[arm]])
+    started, load = time.perf_counter(), os.getloadavg()[0]
     RunLoop(db, config, echo=lambda line: None).run()
+    seconds, load = time.perf_counter() - started, (load + os.getloadavg()[0]) / 2
+    check_store_heldout(db, manifest)
+    return {**read_run(db, arm, seed), "seconds": seconds, "load": load}
+
+
+def read_run(db: Path, arm: str, seed: int, up_to_step: int | None = None) -> dict:
+    """A run's held-out curve, its final verdict on every held-out task (the last evaluation, or the last at or
+    before ``up_to_step``), and its training tasks at the end."""
+    from coevolve_engine.store import Store
+
+    limit = {"up_to": up_to_step if up_to_step is not None else 2**62}
     with Store(db, read_only=True) as store:
-        rows = store.execute("SELECT label, step, success_rate FROM evaluations ORDER BY step, label").fetchall()
-    return [{"strategy": strategy, "seed": seed, "label": label, "step": step, "heldout": rate}
-            for label, step, rate in rows]
+        curve = store.execute("SELECT label, step, success_rate FROM evaluations WHERE step <= $up_to "
+                              "ORDER BY step, label", limit).fetchall()
+        tasks = store.execute(FINAL_TASKS_SQL, limit).fetchall()
+        train_tasks = store.scalar("SELECT count(*) FROM tasks WHERE split = 'train'")
+        finished = store.scalar("SELECT count(*) FROM rounds WHERE status = 'finished'")
+    return {"arm": arm, "seed": seed, "train_tasks": train_tasks, "rounds": finished,
+            "curve": [{"arm": arm, "seed": seed, "label": label, "step": step, "heldout": rate}
+                      for label, step, rate in curve],
+            "tasks": [{"arm": arm, "seed": seed, **dict(zip(TASK_COLUMNS, row))} for row in tasks]}
 
 
-def _timed(job, *args) -> tuple[object, float]:
-    started = time.perf_counter()
-    return job(*args), time.perf_counter() - started
+TASK_COLUMNS = ("task_id", "calls", "operands", "distractors", "turns", "success", "reward")
+#: The last evaluation's verdict on each held-out task, with the task's skill cell and its user turns.
+FINAL_TASKS_SQL = """
+SELECT r.task_id,
+       CAST(json_extract(t.spec, '$.skill.calls') AS INTEGER),
+       json_extract_string(t.spec, '$.skill.operands'),
+       CAST(json_extract(t.spec, '$.skill.distractors') AS INTEGER),
+       coalesce(json_array_length(json_extract(t.spec, '$.turns')), 1),
+       CAST(r.success AS INTEGER), r.reward
+FROM eval_results AS r JOIN tasks AS t USING (task_id)
+WHERE r.eval_id = (SELECT eval_id FROM evaluations WHERE step <= $up_to ORDER BY step DESC, created_at DESC
+                   LIMIT 1)
+ORDER BY r.task_id
+"""
 
 
 def _threads(count: int) -> None:
@@ -106,128 +198,266 @@ def _threads(count: int) -> None:
     quiet_libraries()
 
 
-def summarise(rows: list[dict]) -> tuple[list[dict], dict[str, int | None]]:
-    by: dict[tuple[str, str, int], list[float]] = {}
-    for row in rows:
-        by.setdefault((row["strategy"], row["label"], row["step"]), []).append(row["heldout"])
-    table = [{"strategy": s, "label": label, "step": step, "mean": statistics.mean(v),
-              "spread": statistics.pstdev(v) if len(v) > 1 else 0.0, "seeds": len(v)}
-             for (s, label, step), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][2]))]
-    trained = [t for t in table if t["label"] != "start"]  # the starting policy is the same for every strategy
-    uniform = [t for t in trained if t["strategy"] == "uniform"]
-    target = uniform[-1]["mean"] if uniform else None
-    reach = {}
-    for strategy in {t["strategy"] for t in trained}:
-        hits = [t["step"] for t in trained if t["strategy"] == strategy and target is not None and t["mean"] >= target]
-        reach[strategy] = min(hits) if hits else None
-    return table, reach
+# --- the report ---------------------------------------------------------------------------------------------
+
+def final_by_seed(curve_rows: list[dict]) -> dict[tuple[str, int], float]:
+    """(arm, seed) -> held-out success at the run's last evaluated step."""
+    final: dict[tuple[str, int], tuple[int, float]] = {}
+    for row in curve_rows:
+        key = (row["arm"], row["seed"])
+        if key not in final or row["step"] >= final[key][0]:
+            final[key] = (row["step"], row["heldout"])
+    return {key: value for key, (_, value) in final.items()}
 
 
-def paired(rows: list[dict]) -> list[dict]:
-    """Per strategy, over seeds: the final held-out success minus round 0's (what the later rounds added) and
-    minus uniform's final on the same seed (the strategies share each seed's warm-up, so differences pair)."""
-    final: dict[tuple[str, int], float] = {}
-    first: dict[tuple[str, int], float] = {}
-    for row in sorted(rows, key=lambda r: r["step"]):
-        if row["label"] != "start":
-            final[(row["strategy"], row["seed"])] = row["heldout"]
-            first.setdefault((row["strategy"], row["seed"]), row["heldout"])
+def report(curve_rows: list[dict], task_rows: list[dict], arms: list[str]) -> tuple[str, dict]:
+    """The benchmark's tables as markdown, and the figures behind them (for the figure and the tests)."""
+    import curriculum_stats as st
+
+    final = final_by_seed(curve_rows)
+    seeds = sorted({seed for _, seed in final})
+    budget = max(row["step"] for row in curve_rows)
+    curves = {arm: st.mean_curve((r["step"], r["heldout"]) for r in curve_rows if r["arm"] == arm) for arm in arms}
+    target = curves["fixed"][-1][1] if curves.get("fixed") else None
+    per_seed_target = {seed: final[("fixed", seed)] for seed in seeds if ("fixed", seed) in final}
+    figures: dict = {"budget": budget, "target": target, "arms": {}}
+    n_tasks = len({r["task_id"] for r in task_rows}) or 157
+    lines = [f"Held-out success ({n_tasks} tasks; one task is {100 / n_tasks:.2f} points) after {budget} GRPO "
+             f"steps, {len(seeds)} seeds ({', '.join(map(str, seeds))}). Differences are paired by seed (same "
+             f"warm-up); intervals are 95% bootstrap intervals of the mean over seeds. Steps to reach: the first "
+             f"evaluated step at which the arm's mean curve is at or above fixed's final mean"
+             + (f", {100 * target:.1f}%" if target is not None else "")
+             + " (per seed: its own curve against fixed's final on that seed).", "",
+             "| arm | final held-out, mean (sd) | per seed | minus fixed [95% CI] | minus paper [95% CI] | "
+             "steps to reach fixed's final | per seed |", "|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        values = [final[(arm, seed)] for seed in seeds if (arm, seed) in final]
+        if not values:
+            continue
+        entry = {"final": st.summary(values)}
+        cells = [f"{100 * entry['final']['mean']:.1f}% ({100 * entry['final']['sd']:.1f})",
+                 " ".join(f"{100 * v:.1f}" for v in values)]
+        for baseline in BASELINES:
+            diffs = [d for _, d in st.paired_differences(final, arm, baseline)]
+            if arm == baseline or not diffs:
+                cells.append("-")
+                continue
+            s = st.summary(diffs)
+            entry[f"minus_{baseline}"] = {**s, "values": diffs}
+            cells.append(f"{100 * s['mean']:+.1f} [{100 * s['low']:+.1f}, {100 * s['high']:+.1f}]")
+        trained = [(step, mean) for step, mean, _, _ in curves[arm] if step > 0]  # step 0: the warmed-up policy
+        reach = st.steps_to_reach(trained, target) if target is not None else None
+        entry["reach"] = reach
+        cells.append("never" if reach is None else f"{reach} ({100 * reach / budget:.0f}% of {budget})")
+        seed_reach = [st.steps_to_reach([(r["step"], r["heldout"]) for r in curve_rows
+                                         if r["arm"] == arm and r["seed"] == seed and r["step"] > 0],
+                                        per_seed_target[seed]) for seed in seeds if seed in per_seed_target]
+        entry["reach_per_seed"] = seed_reach
+        cells.append(" ".join("-" if s is None else str(s) for s in seed_reach))
+        figures["arms"][arm] = entry
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+
+    steps = sorted({step for arm in arms for step, *_ in curves.get(arm, [])})
+    lines += ["", "Held-out success, mean over seeds (sd), by training step (0: the warmed-up policy):", "",
+              "| step | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    for step in steps:
+        row = []
+        for arm in arms:
+            point = next((p for p in curves.get(arm, []) if p[0] == step), None)
+            row.append("-" if point is None else f"{100 * point[1]:.1f} ({100 * point[2]:.1f})")
+        lines.append(f"| {step} | " + " | ".join(row) + " |")
+
+    lines += ["", "Final held-out success by skill parameter and by user turns, mean over seeds (tasks in the "
+              "held-out set):", "", "| tasks with | n | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+    groups = [("calls", v) for v in (1, 2, 3)] + [("operands", v) for v in ("small", "large")] \
+        + [("distractors", v) for v in (0, 1, 2)] + [("turns", v) for v in (1, 2, 3)]
+    figures["cells"] = {}
+    for name, value in groups:
+        tasks = {r["task_id"] for r in task_rows if r[name] == value}
+        if not tasks:
+            continue
+        row = []
+        for arm in arms:
+            rates = []
+            for seed in seeds:
+                verdicts = [r["success"] for r in task_rows if r["arm"] == arm and r["seed"] == seed
+                            and r[name] == value]
+                if verdicts:
+                    rates.append(sum(verdicts) / len(verdicts))
+            figures["cells"][(name, value, arm)] = statistics.mean(rates) if rates else None
+            row.append(f"{100 * statistics.mean(rates):.1f}" if rates else "-")
+        label = {"calls": "{} call(s)", "operands": "{} operands", "distractors": "{} distractor(s)",
+                 "turns": "{} user turn(s)"}[name].format(value)
+        lines.append(f"| {label} | {len(tasks)} | " + " | ".join(row) + " |")
+    return "\n".join(lines), figures
+
+
+def target_lines(figures: dict) -> list[str]:
+    """The issue's target, checked: paper and weighted >= 4 points above fixed with the interval above 0, and
+    weighted reaching fixed's final success in at most half the steps."""
     out = []
-    for strategy in sorted({s for s, _ in final}):
-        seeds = sorted(seed for s, seed in final if s == strategy)
-        gain = [final[(strategy, seed)] - first[(strategy, seed)] for seed in seeds]
-        versus = [final[(strategy, seed)] - final[("uniform", seed)] for seed in seeds if ("uniform", seed) in final]
-        out.append({"strategy": strategy, "gain": gain, "versus_uniform": versus})
+    for arm in ("paper", "weighted"):
+        entry = figures["arms"].get(arm, {}).get("minus_fixed")
+        if entry is None:
+            continue
+        met = entry["mean"] >= 0.04 and entry["low"] > 0
+        out.append(f"- {arm} minus fixed: {100 * entry['mean']:+.1f} points, 95% CI [{100 * entry['low']:+.1f}, "
+                   f"{100 * entry['high']:+.1f}]: target (>= +4.0, CI above 0) {'met' if met else 'NOT met'}")
+    weighted = figures["arms"].get("weighted")
+    if weighted is not None:
+        reach = weighted["reach"]
+        met = reach is not None and reach <= figures["budget"] / 2
+        out.append(f"- weighted reaches fixed's final mean at step {reach if reach is not None else 'never'} of "
+                   f"{figures['budget']}: target (<= 50% of the steps) {'met' if met else 'NOT met'}")
     return out
 
 
-def _points(values: list[float]) -> str:
-    if not values:
-        return "-"
-    spread = statistics.pstdev(values) if len(values) > 1 else 0.0
-    return (f"{100 * statistics.mean(values):+.1f} (sd {100 * spread:.1f}; "
-            + " ".join(f"{100 * v:+.1f}" for v in values) + ")")
-
-
-def plot(table: list[dict], path: Path) -> None:
+def plot(curve_rows: list[dict], arms: list[str], path: Path) -> None:
+    import curriculum_stats as st
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for strategy in sorted({t["strategy"] for t in table}):
-        points = [t for t in table if t["strategy"] == strategy]
-        steps = [t["step"] for t in points]
-        means = [100 * t["mean"] for t in points]
-        spread = [100 * t["spread"] for t in points]
-        axes.plot(steps, means, marker="o", label=strategy)
-        axes.fill_between(steps, [m - s for m, s in zip(means, spread)], [m + s for m, s in zip(means, spread)],
-                          alpha=0.15)
-    axes.set_xlabel("training step")
-    axes.set_ylabel("held-out success (%)")
-    axes.legend()
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for arm in arms:
+        curve = st.mean_curve((r["step"], r["heldout"]) for r in curve_rows if r["arm"] == arm)
+        if not curve:
+            continue
+        steps = [c[0] for c in curve]
+        means = [100 * c[1] for c in curve]
+        spread = [100 * c[2] for c in curve]
+        line, = left.plot(steps, means, marker="o", markersize=3, label=arm)
+        left.fill_between(steps, [m - s for m, s in zip(means, spread)], [m + s for m, s in zip(means, spread)],
+                          alpha=0.12, color=line.get_color())
+        if arm == "fixed":
+            continue
+        by_seed = {(r["seed"], r["step"]): r["heldout"] for r in curve_rows if r["arm"] == arm}
+        base = {(r["seed"], r["step"]): r["heldout"] for r in curve_rows if r["arm"] == "fixed"}
+        points = []
+        for step in steps:
+            diffs = [v - base[(seed, s)] for (seed, s), v in by_seed.items() if s == step and (seed, s) in base]
+            if diffs:
+                low, high = st.bootstrap_ci(diffs)
+                points.append((step, 100 * statistics.mean(diffs), 100 * low, 100 * high))
+        if points:
+            right.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=arm,
+                       color=line.get_color())
+            right.fill_between([p[0] for p in points], [p[2] for p in points], [p[3] for p in points], alpha=0.12,
+                               color=line.get_color())
+    left.set_xlabel("GRPO step")
+    left.set_ylabel("held-out success (%)")
+    left.set_title("mean over seeds ± sd")
+    left.legend(fontsize=8)
+    right.axhline(0, color="grey", linewidth=0.8)
+    right.set_xlabel("GRPO step")
+    right.set_ylabel("minus fixed, same seed (points)")
+    right.set_title("paired difference from fixed, mean and 95% bootstrap CI")
+    right.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=90)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--strategies", default=",".join(SETTINGS))
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--quick", action="store_true", help="the demo's --quick size: checks the mechanics only")
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="a run setting over the demo's configuration, for the warm-up and every strategy "
-                             "(repeatable), e.g. warmup.steps=600")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process [default: 1]")
-    args = parser.parse_args()
-    seeds = [int(seed) for seed in args.seeds.split(",")]
-    strategies = args.strategies.split(",")
-    if unknown := sorted(set(strategies) - set(SETTINGS)):
-        parser.error(f"unknown strategies {unknown}; choose from {', '.join(SETTINGS)}")
-    sets = tuple(args.sets)
-    args.out.mkdir(parents=True, exist_ok=True)
-
+def run_all(args, seeds: list[int], arms: list[str], sets: tuple[str, ...], manifest: list[dict]) -> list[dict]:
+    """Every seed's warm-up, then every run, arm by arm in the order given (so the first arms finish first on
+    every seed), ``args.jobs`` at a time."""
     import multiprocessing
-    import os
     from concurrent.futures import ProcessPoolExecutor
 
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     context = multiprocessing.get_context("spawn")  # torch and duckdb in a forked child are not safe
-    rows: list[dict] = []
+    results: list[dict] = []
     with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_threads, initargs=(threads,)) as pool:
-        warmups = {seed: pool.submit(_timed, warmed_base, args.out, seed, args.quick, sets) for seed in seeds}
+        warmups = {seed: pool.submit(warmed_base, args.out, seed, args.quick, sets) for seed in seeds}
         bases = {}
-        for seed, future in warmups.items():  # every seed's warm-up first: its strategies start from it
-            bases[seed], seconds = future.result()
-            print(f"seed {seed} warm-up: {seconds:.0f} s", flush=True)
-        runs = {(seed, strategy): pool.submit(_timed, run_strategy, args.out, seed, strategy, *bases[seed],
-                                              args.quick, sets)
-                for seed in seeds for strategy in strategies}
-        for (seed, strategy), future in runs.items():
-            result, seconds = future.result()
-            rows += result
-            print(f"seed {seed} {strategy}: {seconds:.0f} s", flush=True)
-    with (args.out / "results.csv").open("w", newline="") as handle:
+        for seed, future in warmups.items():  # every seed's warm-up first: its arms start from it
+            bases[seed] = future.result()
+            check_store_heldout(bases[seed][0], manifest)
+            print(f"seed {seed}: warmed up", flush=True)
+        runs = {(seed, arm): pool.submit(run_arm, args.out, seed, arm, *bases[seed], args.quick, sets, manifest)
+                for arm in arms for seed in seeds}
+        for (seed, arm), future in runs.items():
+            result = future.result()
+            results.append(result)
+            print(f"seed {seed} {arm}: {result['seconds']:.0f} s (load average {result['load']:.1f}), "
+                  f"{result['train_tasks']} training tasks at the end, held-out "
+                  f"{100 * result['curve'][-1]['heldout']:.1f}%", flush=True)
+    return results
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    table, reach = summarise(rows)
-    lines = ["| strategy | evaluated | step | held-out mean | spread (sd) | seeds |", "|---|---|---|---|---|---|"]
-    lines += [f"| {t['strategy']} | {t['label']} | {t['step']} | {100 * t['mean']:.1f}% | {100 * t['spread']:.1f} | "
-              f"{t['seeds']} |" for t in table]
-    lines += ["", "| strategy | last round minus round 0, points | final minus uniform's final, points |",
-              "|---|---|---|"]
-    lines += [f"| {p['strategy']} | {_points(p['gain'])} | {_points(p['versus_uniform'])} |" for p in paired(rows)]
-    if any(t["strategy"] == "uniform" for t in table):
-        lines += ["", "Steps to reach uniform's final held-out success (mean over seeds): "
-                  + ", ".join(f"{s} {step if step is not None else 'never'}" for s, step in sorted(reach.items()))]
-    text = "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("curriculum-bench"),
+                        help="the benchmark's folder (resumed if it exists) [default: ./curriculum-bench]")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"arms to run [default: {','.join(ARMS)}]")
+    parser.add_argument("--seeds", default="0,1,2,3,4", help="seeds [default: 0,1,2,3,4]")
+    parser.add_argument("--reward", choices=sorted(REWARDS), default=DEFAULT_REWARD,
+                        help=f"calc's reward: partial credit or binary (success stays whole-task either way) "
+                             f"[default: {DEFAULT_REWARD}]")
+    parser.add_argument("--quick", action="store_true", help="the demo's --quick size: checks the mechanics only")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="a run setting over the demo's configuration, for the warm-up and every arm "
+                             "(repeatable), e.g. rounds=4")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process [default: 1]")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: report the runs under --out that finished every round")
+    parser.add_argument("--up-to-step", type=int, default=None, metavar="N",
+                        help="with --report-only: report the evaluations at steps up to N (runs extended past it "
+                             "are read as they stood at N)")
+    args = parser.parse_args(argv)
+    if args.up_to_step is not None and not args.report_only:
+        parser.error("--up-to-step goes with --report-only")
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    arms = args.arms.split(",")
+    if unknown := sorted(set(arms) - set(ARMS)):
+        parser.error(f"unknown arms {unknown}; choose from {', '.join(ARMS)}")
+    if "fixed" not in arms:
+        parser.error("the arms must include fixed: every other arm is compared with it")
+    sets = (*REWARDS[args.reward], *args.sets)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    from coevolve_engine.demo import FULL, QUICK
+
+    manifest = fix_heldout(args.out, (QUICK if args.quick else FULL).eval_tasks)
+    print(f"held-out set: {len(manifest)} tasks, fixed in {args.out / 'heldout.json'}", flush=True)
+    size = QUICK if args.quick else FULL
+    rounds = next((int(v.split("=", 1)[1]) for v in reversed(args.sets) if v.startswith("rounds=")), size.rounds)
+    results: list[dict] = []
+    if args.report_only:  # what finished all its rounds, nothing run
+        for arm in arms:
+            for seed in seeds:
+                db = args.out / f"seed-{seed}" / arm / "store.duckdb"
+                run = read_run(db, arm, seed, args.up_to_step) if db.exists() else None
+                if run is not None and (run["rounds"] >= rounds or args.up_to_step is not None
+                                        and run["curve"] and run["curve"][-1]["step"] >= args.up_to_step):
+                    results.append({**run, "seconds": float("nan"), "load": float("nan")})
+                else:
+                    print(f"seed {seed} {arm}: not finished ({run['rounds'] if run else 0} of {rounds} rounds), "
+                          "left out", flush=True)
+    else:
+        results = run_all(args, seeds, arms, sets, manifest)
+    curve_rows = [row for result in results for row in result["curve"]]
+    task_rows = [row for result in results for row in result["tasks"]]
+    write_csv(args.out / "results.csv", curve_rows)
+    write_csv(args.out / "tasks.csv", task_rows)
+    write_csv(args.out / "runs.csv", [{k: r[k] for k in ("arm", "seed", "seconds", "load", "train_tasks")}
+                                      for r in results])
+    text, figures = report(curve_rows, task_rows, arms)
+    text += "\n\nTarget (issue 18):\n" + "\n".join(target_lines(figures))
     (args.out / "table.md").write_text(text + "\n")
-    plot(table, args.out / "heldout.png")
+    plot(curve_rows, arms, args.out / "heldout.png")
     print(text)
-    print(f"\nwritten: {args.out / 'results.csv'}, {args.out / 'table.md'}, {args.out / 'heldout.png'}")
+    print(f"\nwritten: {args.out / 'table.md'}, {args.out / 'heldout.png'}, {args.out / 'results.csv'}, "
+          f"{args.out / 'tasks.csv'}")
 
 
 if __name__ == "__main__":

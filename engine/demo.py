@@ -169,6 +169,42 @@ GROUP BY e.round, e.step ORDER BY e.step
 """
 
 
+#: Every held-out evaluation of the run, in step order: the demo's held-out curve.
+HELD_OUT_CURVE_SQL = """
+SELECT label, step, successes, tasks FROM evaluations WHERE step IS NOT NULL ORDER BY step, created_at
+"""
+
+
+def held_out_curve(store: Store, width: int = 50) -> str:
+    """The run's held-out success against training step as text (rows of ``HELD_OUT_CURVE_SQL``; see
+    ``curve_lines``)."""
+    return curve_lines(store.execute(HELD_OUT_CURVE_SQL).fetchall(), width)
+
+
+def curve_lines(rows: list[tuple[str, int, int, int]], width: int = 50) -> str:
+    """``rows`` of (label, step, successes, tasks) as a text chart: one line per evaluation, a bar from 0 to the
+    highest success rounded up to a multiple of 10% (``width`` characters), ``|`` where the first evaluation
+    (the starting policy) ends, and the change from it in points, e.g. ::
+
+        held-out success, bar from 0 to 50%
+        step   0  start     38.9% (61/157)  #######################################|
+        step  25  round 0   39.5% (62/157)  #######################################|#  +0.6
+    """
+    if not rows:
+        return "(no held-out evaluation yet)"
+    rates = [successes / tasks if tasks else 0.0 for _, _, successes, tasks in rows]
+    top = max(10, 10 * -(-round(100 * max(rates), 6) // 10)) / 100  # the highest, rounded up to 10%
+    mark = round(rates[0] / top * width)
+    lines = [f"held-out success, bar from 0 to {100 * top:.0f}%"]
+    for index, ((label, step, successes, tasks), rate) in enumerate(zip(rows, rates)):
+        bar = "#" * round(rate / top * width)
+        bar = bar + " " * (mark - len(bar)) + "|" if len(bar) < mark else bar[:mark] + "|" + bar[mark:]
+        change = f"{100 * (rate - rates[0]):+5.1f}" if index else ""
+        lines.append(f"step {step:>4}  {label:<9} {100 * rate:5.1f}% ({successes}/{tasks})  {bar:<{width + 1}}  "
+                     f"{change}".rstrip())
+    return "\n".join(lines)
+
+
 def held_out_by_turns(store: Store):
     """Held-out success of the starting policy and each round's checkpoint, by user turns per task."""
     return store.sql(HELD_OUT_BY_TURNS_SQL)

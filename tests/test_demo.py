@@ -30,6 +30,7 @@ def test_two_rounds_finish_and_the_table_is_printed(demo):
     assert rows(folder, "SELECT round, status FROM rounds ORDER BY round") == [(0, "finished"), (1, "finished")]
     assert "Round by round" in output and f"coevolve-engine drift --db {folder / 'demo.duckdb'}" in output
     assert "Loop cost: feedback " in output and "+12.76% on BFCL" in output  # the loop's cost, next to the paper's
+    assert "Held-out success against training step" in output and "step    0  start" in output  # the curve
     assert (folder / "run.toml").exists() and (folder / "policy" / "model.safetensors").exists()
 
 
@@ -130,3 +131,16 @@ def test_two_demos_on_one_folder_one_refuses_and_the_other_equals_a_solo_run(dem
     assert len(outputs[loser].strip().splitlines()) == 1  # refused before it built or printed anything
     solo, _ = demo
     assert _outcomes(folder) == _outcomes(solo)
+
+
+def test_the_held_out_curve_is_one_bar_per_evaluation():
+    from coevolve_engine.demo import curve_lines
+
+    text = curve_lines([("start", 0, 61, 157), ("round 0", 25, 62, 157), ("round 1", 50, 58, 157)], width=10)
+    assert text.splitlines() == [
+        "held-out success, bar from 0 to 40%",
+        "step    0  start      38.9% (61/157)  ##########|",
+        "step   25  round 0    39.5% (62/157)  ##########|   +0.6",
+        "step   50  round 1    36.9% (58/157)  ######### |   -1.9",
+    ]
+    assert curve_lines([]) == "(no held-out evaluation yet)"

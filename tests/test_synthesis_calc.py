@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +220,83 @@ def test_candidates_replay_and_pass_the_schema_and_ground_truth_checks(db):
         assert candidate.task_id.startswith("calc-syn/")
         score = replay(env, candidate.task_id, candidate.spec, env.reference_solution(candidate.spec))
         assert score.success, score.reason
+
+
+# --- stepping stones ---------------------------------------------------------------------------------------
+
+def test_frontier_prefers_partial_success():
+    from coevolve_engine.adapters.environments.calc.synthesizer import frontier
+
+    assert frontier(3, 0.5, 0.5) == 1.0  # too few rollouts: unknown
+    assert frontier(16, 0.5, 0.5) == pytest.approx(1.1)  # binary reward: 0.1 + 4 p (1 - p)
+    assert frontier(16, 0.0, 0.5) == pytest.approx(2.1)  # never solved whole, half done: a stepping stone
+    assert frontier(16, 1.0, 1.0) == pytest.approx(0.1)  # solved
+    assert frontier(16, 0.0, 0.0) == pytest.approx(0.1)  # hopeless
+
+
+def test_policy_outcomes_read_the_latest_training_rollouts(pattern_db):
+    from coevolve_engine.adapters.environments.calc.synthesizer import policy_outcomes
+
+    with Store(pattern_db, read_only=True) as store:
+        outcomes, tool_use = policy_outcomes(store, window=1)  # step 1 only
+        rows = store.execute(
+            "SELECT r.success, r.reward, r.action_pattern, t.spec FROM trajectories r JOIN tasks t USING (task_id) "
+            "WHERE r.step = 1").fetchall()
+    expected: dict[tuple, list] = {}
+    calls: dict[str, int] = {}
+    for success, reward, pattern, spec in rows:
+        skill = json.loads(spec)["skill"]
+        key = (skill["calls"], skill["operands"], skill["distractors"], skill.get("turns", "one"))
+        expected.setdefault(key, []).append((success, reward))
+        for tool in (pattern.split(">") if pattern else []):
+            calls[tool] = calls.get(tool, 0) + 1
+    assert set(outcomes) == set(expected)
+    for key, got in outcomes.items():
+        n, p, r = got
+        assert n == len(expected[key])
+        assert p == pytest.approx(sum(s for s, _ in expected[key]) / n)
+        assert r == pytest.approx(sum(w for _, w in expected[key]) / n)
+    assert dict(tool_use) == calls
+
+
+def test_boundary_moves_go_to_the_neighbour_of_partial_success():
+    import random
+
+    from coevolve_engine.adapters.environments.calc.synthesizer import _Run, outcome_key
+    from coevolve_engine.adapters.environments.calc.tasks import Cell
+
+    cell = Cell(("add", "sub"), "small", 0, "steps")
+    stone = Cell(("add", "sub", "add"), "small", 0, "steps")
+    run = _Run([], seed=0, attempts=1)
+    moves = [run._move(cell, random.Random(i), rare=False)[0] for i in range(400)]
+    plain = sum(outcome_key(m) == outcome_key(stone) for m in moves)
+    # every neighbour solved but the 3-call cell, where the policy does part of the task
+    run.outcomes = {outcome_key(c): (40, 1.0, 1.0) for _, _, _, c in neighbours(cell)}
+    run.outcomes[outcome_key(stone)] = (40, 0.0, 0.6)
+    moves = [run._move(cell, random.Random(i), rare=False)[0] for i in range(400)]
+    steered = sum(outcome_key(m) == outcome_key(stone) for m in moves)
+    assert plain < 100 and steered > 250  # one move in eight, then three in four
+
+
+def test_rare_moves_bring_in_the_tool_the_policy_calls_least():
+    import random
+
+    from coevolve_engine.adapters.environments.calc.synthesizer import _Run
+    from coevolve_engine.adapters.environments.calc.tasks import Cell
+
+    cell = Cell(("add",), "small", 0, "steps")
+    run = _Run([], seed=0, attempts=1)
+    run.pool_size, run.tool_use = 100, Counter({"add": 90, "sub": 9, "mul": 1})
+    # the task set holds every other value of the neighbours often: only the tools differ in rarity
+    run.counts.update({("calls", 2): 100, ("operands", "large"): 100, ("distractors", 1): 100, ("form", "goal"): 100})
+    moves = [run._move(cell, random.Random(i), rare=True)[0] for i in range(400)]
+    with_mul = sum("mul" in m.chain for m in moves)
+    with_sub = sum("sub" in m.chain for m in moves)
+    assert with_mul > 2 * with_sub
+
+
+def test_stepping_stones_can_be_turned_off(pattern_db, patterns):
+    off = propose_for(OfflineCalcSynthesizer(stepping_stones=False), pattern_db, patterns["boundary"])
+    assert len(off) == 12
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        OfflineCalcSynthesizer(window=0)

@@ -31,10 +31,11 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     validation and new weights. Run it again to resume or extend it.
 
     On a terminal each long phase shows a progress bar and each round ends with one line; with the output
-    redirected, plain lines every half minute. At the end: the table of rounds and DIR/report.html.
+    redirected, plain lines every half minute. At the end: the table of rounds, the held-out curve and
+    DIR/report.html.
     """
     from coevolve_engine.cli.output import render_table
-    from coevolve_engine.demo import held_out_by_turns, run_demo, write_report
+    from coevolve_engine.demo import held_out_by_turns, held_out_curve, run_demo, write_report
     from coevolve_engine.loop.summary import loop_cost, rounds_table
     from coevolve_engine.progress import Display
     from coevolve_engine.store import Store
@@ -48,12 +49,16 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     with Store(db, read_only=True) as store:
         table, cost = rounds_table(store, config), loop_cost(store)
         by_turns = held_out_by_turns(store)
+        curve = held_out_curve(store)
     click.echo("\nRound by round (held-out success, flagged rollouts by signal, patterns, accepted candidates, "
                "seconds of training and of feedback work):")
     click.echo(render_table(table))
     click.echo(cost)
     click.echo("\nHeld-out success by user turns per task (every turn of an episode is played):")
     click.echo(render_table(by_turns))
+    click.echo("\nHeld-out success against training step (greedy, after the warm-up and after each round; '|' marks "
+               "the starting policy, the last column the change from it in points):")
+    click.echo(curve)
     report = write_report(folder, db, config)
     click.echo(f"""
 The report: {report}  (open it in a browser; the result first, the details folded below)

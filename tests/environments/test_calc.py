@@ -350,3 +350,50 @@ def test_a_multi_turn_task_names_the_turn_where_it_went_wrong(calc, test_tasks):
     all_at_once = [[(s["op"], s["n"]) for s in steps]]  # the right chain, but all of it in turn 1
     score = play(all_at_once)[1]
     assert not score.success and score.failed_turn == 1 and "one call in each turn" in score.reason
+
+
+def test_partial_credit_is_the_fraction_done_right_and_success_stays_whole(test_tasks):
+    partial = load_environment("calc", partial_credit=True)
+    spec = next(t for t in test_tasks if t["spec"]["skill"]["calls"] == 3 and not t["spec"].get("turns")
+                and t["spec"]["form"] == "steps" and "mul" not in t["spec"]["skill"]["tools"])["spec"]
+    steps = spec["steps"]
+    right = [ToolCall(s["op"], {"n": s["n"]}) for s in steps]
+    off = [ToolCall(s["op"], {"n": s["n"] + 1}) for s in steps]
+
+    def score(env, calls):
+        return replay(env, "t", spec, [calls])
+
+    assert (score(partial, right).reward, score(partial, right).success) == (1.0, True)
+    # the first two calls right, the third off: 2 of 3; a failure, the reason says the credit
+    got = score(partial, right[:2] + off[2:])
+    assert (round(got.reward, 9), got.success) == (round(2 / 3, 9), False) and "partial credit 0.67" in got.reason
+    assert round(score(partial, right[:1] + off[1:]).reward, 9) == round(1 / 3, 9)
+    assert score(partial, off).reward == 0.0 and score(partial, []).reward == 0.0
+    # a wrong first call spoils what follows: the register is off from then on
+    assert score(partial, off[:1] + right[1:]).reward == 0.0
+    # extra calls cost credit: the whole chain right, then one more call: capped below a success
+    extra = score(partial, right + [ToolCall("add", {"n": 1})])
+    assert not extra.success and round(extra.reward, 9) == round(2 / 3, 9)
+    # a refused call counts as an attempt: 2 right of max(3, 2 applied + 1 refused)
+    refused = score(partial, right[:2] + [ToolCall("add", {"n": "x"})])
+    assert not refused.success and round(refused.reward, 9) == round(2 / 3, 9)
+    # the default environment keeps the paper's binary reward; the verdicts are the same
+    binary = CalcEnvironment()
+    for calls in (right[:2] + off[2:], off, right + [ToolCall("add", {"n": 1})]):
+        assert (score(binary, calls).reward, score(binary, calls).success) == (0.0, score(partial, calls).success)
+    with pytest.raises(TypeError, match="partial_credit must be true or false"):
+        CalcEnvironment(partial_credit="yes")
+
+
+def test_partial_credit_of_a_multi_turn_task_counts_the_turns_before_the_failed_one(test_tasks):
+    partial = CalcEnvironment(partial_credit=True)
+    task = next(t for t in test_tasks if len(t["spec"].get("turns", [])) == 3 and t["spec"]["form"] == "steps")
+    spec, steps = task["spec"], task["spec"]["steps"]
+    right = [[ToolCall(s["op"], {"n": s["n"]})] for s in steps]
+    assert replay(partial, "t", spec, right).reward == 1.0
+    wrong_n = steps[2]["n"] + 1 if steps[2]["op"] != "mul" else 2 + (steps[2]["n"] == 2)
+    last_off = replay(partial, "t", spec, right[:2] + [[ToolCall(steps[2]["op"], {"n": wrong_n})]])
+    assert (last_off.failed_turn, round(last_off.reward, 9), last_off.success) == (3, round(2 / 3, 9), False)
+    assert round(replay(partial, "t", spec, right[:1]).reward, 9) == round(1 / 3, 9)  # nothing in turn 2
+    all_at_once = replay(partial, "t", spec, [[call for (call,) in right]])  # the chain, all in turn 1
+    assert (all_at_once.failed_turn, all_at_once.reward) == (1, 0.0)

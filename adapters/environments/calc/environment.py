@@ -5,6 +5,14 @@ or three user turns of one instruction each on the same register; three tools wh
 tokens; and a score that needs no final answer. A task succeeds when the agent called exactly the task's chain of
 tools, each in its turn, none failed, and ``x`` ends at the target; a failure names the first turn that went
 wrong (``Score.failed_turn``).
+
+Reward: 1 for a success, 0 for a failure (the paper's binary reward, the default). With the environment option
+``partial_credit = true`` (``env_options = {partial_credit = true}``) a failure earns the fraction of the task
+done right instead (``CalcEpisode.partial_fraction``): the share of the task's calls, counted from the first,
+that called the right tool with the right result and, in a task of several user turns, sit in their own turn.
+``success`` stays the whole task either way, so held-out success and the signals (which count ``success``) keep
+their meaning; only the trainer's reward changes. A failure always earns less than 1. BFCL keeps the binary
+reward.
 """
 
 from __future__ import annotations
@@ -52,11 +60,13 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 class CalcEpisode(Episode):
     """One attempt at one calc task: ``x`` starts at the task's start; every call is checked, then applied."""
 
-    def __init__(self, task_id: str, spec: dict[str, Any]) -> None:
+    def __init__(self, task_id: str, spec: dict[str, Any], *, partial_credit: bool = False) -> None:
         self.task_id = task_id
         self.spec = spec
+        self.partial_credit = partial_credit
         self.x = spec["start"]
         self.calls: list[str] = []  # tools applied, in order
+        self.values: list[int] = []  # x after each applied call
         self.errors: list[str] = []  # refusals, in order
         self.replies: list[str | None] = []
         self.messages: list[str] = list(spec.get("turns") or [spec["prompt"]])
@@ -88,6 +98,7 @@ class CalcEpisode(Episode):
         x = apply(call.name, self.x, call.arguments["n"])
         self.x = x
         self.calls.append(call.name)
+        self.values.append(x)
         return Observation(f"x={x}")
 
     def _refusal(self, call: ToolCall) -> str | None:
@@ -151,8 +162,32 @@ class CalcEpisode(Episode):
                 calls != [step["op"]] for (calls, _, _), step in zip(self.by_turn, self.spec["steps"])):
             failure = "right chain, but not one call in each turn"
         if failure is not None:
-            return Score(0.0, False, failure, failed_turn=self._failed_turn())
+            reward = self.partial_fraction() if self.partial_credit else 0.0
+            return Score(reward, False, failure + (f" (partial credit {reward:.2f})" if self.partial_credit else ""),
+                         failed_turn=self._failed_turn())
         return Score(1.0, True, f"solved: {'>'.join(chain)} to x={target}")
+
+    def partial_fraction(self) -> float:
+        """The fraction of the task done right, for a failed episode, in [0, 1).
+
+        One user turn: the longest run of calls, from the first, that match the task's chain in tool and in the
+        value of ``x`` after the call, over the larger of the chain's length and the calls attempted (applied
+        and refused), so extra or refused calls cost credit. Several user turns: the turns before the first that
+        went wrong (``failed_turn``), over the number of turns. A failure never earns 1: it is capped at
+        (n - 1) / n for a chain of n calls (an n-call task failed with every call right, e.g. by a refused extra
+        call, earns what n - 1 right calls earn)."""
+        steps = self.spec["steps"]
+        if len(self.messages) > 1:
+            right = self._failed_turn() - 1
+            return min(right, len(steps) - 1) / len(steps)
+        x, right = self.spec["start"], 0
+        for step, called, value in zip(steps, self.calls, self.values):
+            x = apply(step["op"], x, step["n"])
+            if called != step["op"] or value != x:
+                break
+            right += 1
+        attempted = max(len(steps), len(self.calls) + len(self.errors))
+        return min(right / attempted, (len(steps) - 1) / len(steps))
 
 
 class CalcEnvironment(Environment):
@@ -161,6 +196,13 @@ class CalcEnvironment(Environment):
     name = ENV_NAME
     splits = SPLITS
 
+    def __init__(self, *, partial_credit: bool = False) -> None:
+        """partial_credit: a failed episode's reward is the fraction of the task done right
+        (``CalcEpisode.partial_fraction``) instead of 0; success stays the whole task."""
+        if not isinstance(partial_credit, bool):
+            raise TypeError(f"partial_credit must be true or false, got {partial_credit!r}")
+        self.partial_credit = partial_credit
+
     def check_spec(self, spec: dict[str, Any]) -> list[str]:
         return check_spec(spec)
 
@@ -168,7 +210,7 @@ class CalcEnvironment(Environment):
         problems = check_spec(spec)
         if problems:
             raise SpecError(task_id, problems)
-        return CalcEpisode(task_id, copy.deepcopy(spec))
+        return CalcEpisode(task_id, copy.deepcopy(spec), partial_credit=self.partial_credit)
 
     def load_tasks(self, split: str | None = None, n: int | None = None, seed: int | None = None, *,
                    category: str | None = None, limit: int | None = None,

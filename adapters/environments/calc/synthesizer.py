@@ -8,9 +8,28 @@ moves depends on the pattern's dominant signal:
 =============  ==========================================================================================
 forgetting     no move: fresh numbers in the forgotten task's own cell (reinforce the skill)
 boundary       one move of one parameter by one notch (a call more or fewer, one tool swapped, operand size,
-               one distractor more or fewer, the other form): tasks just around where the agent wavers
+               one distractor more or fewer, the other form, one turn or one per call): tasks just around
+               where the agent wavers
 rare           two moves, each towards the value the store's calc tasks hold least (rarely exercised skills)
 =============  ==========================================================================================
+
+Stepping stones (``stepping_stones = true``, the default) steer the moves by what the policy's own recent
+training rollouts show (never the held-out evaluations; the last ``window`` steps of ``scored_trajectories`` on
+calc training tasks):
+
+- a boundary move goes preferably to a neighbouring cell where the policy has *partial* success. Each move's
+  weight is multiplied by ``0.1 + 4 * r * (1 - p)`` (``frontier``), p the success rate and r the mean reward of
+  the rollouts in the moved cell (cells keyed by calls, operand size, distractors and turns); a cell with fewer
+  than 8 such rollouts counts 1. With the binary reward r = p and the factor is 0.1 + 4 p(1 - p), largest at
+  p = 0.5; with calc's partial credit a cell the policy never solves whole but half does (r > 0, p = 0) is a
+  stepping stone too; a cell solved (p = 1) or hopeless (r = 0) weighs 0.1.
+- a rare move that brings in a tool weighs ``1 / (1 + u * N)``, u the share of the policy's recent calls that
+  went to that tool and N the training tasks, instead of ``1 / (1 + tasks holding the tool)`` (an appended call
+  counts as the rarer of its tool and its chain length): the tools the policy under-uses, not only those the
+  task set lacks.
+- forgetting stays in the forgotten task's own cell.
+
+Without rollouts in the store (or ``stepping_stones = false``) every factor is 1 and the moves are as above.
 
 Moves stay inside ``FULL_SPACE`` (the held-out test set's space), or inside the narrower ``space`` the
 synthesizer is given (``[synthesis.options] space = {forms = ["steps"]}``: a seed outside it is first moved
@@ -128,19 +147,28 @@ class OfflineCalcSynthesizer(Synthesizer):
 
     name = NAME
 
-    def __init__(self, *, attempts: int = 8, space: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, *, attempts: int = 8, space: Mapping[str, Any] | None = None,
+                 stepping_stones: bool = True, window: int = 50) -> None:
         """attempts: tries per wanted candidate before a pattern gives up. space: the skill values candidates
         may take (``skill_space``; default ``FULL_SPACE``), e.g. ``{"forms": ["steps"]}`` when the policy is
-        not meant to learn the 'goal' form."""
+        not meant to learn the 'goal' form. stepping_stones: steer boundary moves towards cells of partial
+        success and rare moves towards the tools the policy under-uses (module docstring). window: how many
+        of the latest training steps' rollouts the stepping stones read."""
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts}")
+        if window < 1:
+            raise ValueError(f"window must be >= 1 step, got {window}")
         self.attempts = attempts
         self.space = skill_space(space)
+        self.stepping_stones = stepping_stones
+        self.window = window
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int = 20,
                 seed: int = 0) -> list[Candidate]:
         pool = _pool(store)
         run = _Run(pool, seed, self.attempts, self.space)
+        if self.stepping_stones:
+            run.outcomes, run.tool_use = policy_outcomes(store, self.window)
         plans = [(pattern, seeds) for pattern in patterns if (seeds := _seeds(pattern))]
         made: list[Candidate] = []
         for (pattern, seeds), quota in zip(plans, quotas([p.size for p, _ in plans], max_candidates)):
@@ -161,6 +189,58 @@ def _pool(store: "Store") -> list[dict[str, Any]]:
     rows = store.execute("SELECT spec FROM tasks WHERE env = $env AND split = 'train' ORDER BY task_id",
                          {"env": ENV_NAME}).fetchall()
     return [json.loads(spec) if isinstance(spec, str) else spec for (spec,) in rows]
+
+
+#: A cell's key for the policy's outcomes: calls, operand size, distractors, turns (the tools are left out: a
+#: window of rollouts holds too few per chain).
+def outcome_key(cell: Cell) -> tuple[int, str, int, str]:
+    return len(cell.chain), cell.operands, cell.distractors, cell.turns if len(cell.chain) > 1 else "one"
+
+
+#: Fewer rollouts than this in a cell: its outcome is unknown (factor 1).
+MIN_OUTCOME_ROLLOUTS = 8
+
+
+def frontier(rollouts: int, p: float, r: float) -> float:
+    """How much a boundary move towards a cell is preferred: 0.1 + 4 r (1 - p), p the cell's success rate and r
+    its mean reward (1 when the cell has fewer than ``MIN_OUTCOME_ROLLOUTS`` rollouts)."""
+    if rollouts < MIN_OUTCOME_ROLLOUTS:
+        return 1.0
+    return 0.1 + 4.0 * r * (1.0 - p)
+
+
+def policy_outcomes(store: "Store", window: int) -> tuple[dict[tuple, tuple[int, float, float]], Counter[str]]:
+    """The policy's rollouts on calc training tasks over the last ``window`` steps: per outcome key (rollouts,
+    success rate, mean reward), and how many of its calls went to each tool."""
+    rows = store.execute(
+        """
+        WITH recent AS (
+            SELECT r.success, r.reward, r.action_pattern, t.spec
+            FROM scored_trajectories AS r JOIN tasks AS t USING (task_id)
+            WHERE t.env = $env AND t.split = 'train'
+              AND r.step > (SELECT max(step) FROM scored_trajectories) - $window
+        )
+        SELECT CAST(json_extract(spec, '$.skill.calls') AS INTEGER) AS calls,
+               json_extract_string(spec, '$.skill.operands') AS operands,
+               CAST(json_extract(spec, '$.skill.distractors') AS INTEGER) AS distractors,
+               coalesce(json_extract_string(spec, '$.skill.turns'), 'one') AS turns,
+               count(*), avg(CAST(success AS INTEGER)), avg(reward)
+        FROM recent GROUP BY ALL
+        """, {"env": ENV_NAME, "window": window}).fetchall()
+    outcomes = {(calls, operands, distractors, turns if calls > 1 else "one"): (n, float(p), float(r))
+                for calls, operands, distractors, turns, n, p, r in rows if calls is not None}
+    patterns = store.execute(
+        """
+        SELECT r.action_pattern, count(*) FROM scored_trajectories AS r JOIN tasks AS t USING (task_id)
+        WHERE t.env = $env AND t.split = 'train' AND r.action_pattern IS NOT NULL AND r.action_pattern <> ''
+          AND r.step > (SELECT max(step) FROM scored_trajectories) - $window
+        GROUP BY ALL
+        """, {"env": ENV_NAME, "window": window}).fetchall()
+    tool_use: Counter[str] = Counter()
+    for pattern, count in patterns:
+        for tool in pattern.split(">"):
+            tool_use[tool] += count
+    return outcomes, tool_use
 
 
 def _seeds(pattern: FailurePattern) -> list[tuple[str, dict[str, Any]]]:
@@ -192,6 +272,9 @@ class _Run:
                 for tool in set(skill["chain"].split(">")):
                     self.counts[("tool", tool)] += 1
         self.attempt: Counter[str] = Counter()
+        self.pool_size = len(pool)
+        self.outcomes: dict[tuple, tuple[int, float, float]] = {}  # stepping stones: the policy's outcomes
+        self.tool_use: Counter[str] = Counter()  # stepping stones: the policy's calls per tool
 
     def fill(self, pattern: FailurePattern, seeds: list[tuple[str, dict[str, Any]]], wanted: int) -> list[Candidate]:
         made: list[Candidate] = []
@@ -211,13 +294,26 @@ class _Run:
         options = neighbours(cell, self.space)
         if not options:
             return None
-        if rare:  # towards what the store holds least of
-            weights = [1.0 / (1 + self.counts[(parameter, value)]) for parameter, _, value, _ in options]
-        else:  # every parameter equally likely, whatever its number of moves
+        if rare:  # towards what the store holds least of (the tools: what the policy calls least, if known)
+            weights = [1.0 / (1 + self._rare_count(parameter, description, value, moved))
+                       for parameter, description, value, moved in options]
+        else:  # every parameter equally likely, whatever its number of moves; then towards partial success
             per = Counter(parameter for parameter, _, _, _ in options)
-            weights = [1.0 / per[parameter] for parameter, _, _, _ in options]
+            weights = [1.0 / per[parameter] * frontier(*self.outcomes.get(outcome_key(moved), (0, 0.0, 0.0)))
+                       for parameter, _, _, moved in options]
         _, description, _, moved = rng.choices(options, weights=weights)[0]
         return moved, description
+
+    def _rare_count(self, parameter: str, description: str, value: Any, moved: Cell) -> float:
+        """How much of ``value`` there is already: tasks holding it, or, for a move that brings in a tool when
+        the policy's calls are known, the tool's share of those calls scaled to the training tasks."""
+        total = sum(self.tool_use.values())
+        tool = value if parameter == "tool" else moved.chain[-1] if description.startswith("append") else None
+        if tool is None or not total:
+            return self.counts[(parameter, value)]
+        used = self.tool_use[tool] / total * self.pool_size
+        # an appended call brings in a tool and a longer chain: it counts as rare as the rarer of the two
+        return min(used, self.counts[(parameter, value)]) if parameter == "calls" else used
 
     def _make(self, pattern: FailurePattern, task_id: str, spec: dict[str, Any], rng: random.Random,
               attempt: int) -> Candidate | None:

@@ -1,0 +1,113 @@
+"""The curriculum benchmark: its report on literal runs, and the mechanics end to end at the quick size (arms from
+one warm-up, the held-out set fixed first and checked, resume)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # the bench imports curriculum_stats beside it, as when run
+    spec = importlib.util.spec_from_file_location("curriculum_bench", BENCH / "curriculum_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _runs():
+    """Five seeds; fixed ends at 40%, paper 2-6 points above it, weighted 4-8 above and there by step 25."""
+    finals = {"fixed": [0.40] * 5, "paper": [0.42, 0.44, 0.46, 0.42, 0.46], "weighted": [0.44, 0.48, 0.46, 0.44, 0.48]}
+    curve, tasks = [], []
+    for arm, values in finals.items():
+        for seed, final in enumerate(values):
+            middle = final if arm == "weighted" else 0.38
+            for step, value in ((0, 0.35), (25, middle), (50, final)):
+                curve.append({"arm": arm, "seed": seed, "label": "start" if step == 0 else str(step // 25 - 1),
+                              "step": step, "heldout": value})
+            for index, (calls, turns) in enumerate([(1, 1), (2, 2), (3, 3), (3, 1)]):
+                solved = calls < 3 or (arm == "weighted" and index == 3)
+                tasks.append({"arm": arm, "seed": seed, "task_id": f"t{index}", "calls": calls, "operands": "small",
+                              "distractors": 0, "turns": turns, "success": int(solved), "reward": float(solved)})
+    return curve, tasks
+
+
+def test_the_report_pairs_by_seed_and_checks_the_target(bench):
+    curve, tasks = _runs()
+    text, figures = bench.report(curve, tasks, ["fixed", "paper", "weighted"])
+    weighted, paper = figures["arms"]["weighted"], figures["arms"]["paper"]
+    assert weighted["minus_fixed"]["mean"] == pytest.approx(0.06)
+    assert weighted["minus_fixed"]["low"] > 0.04 and weighted["minus_fixed"]["high"] <= 0.08 + 1e-9
+    assert weighted["minus_paper"]["mean"] == pytest.approx(0.02)
+    assert paper["minus_fixed"]["mean"] == pytest.approx(0.04)
+    assert (weighted["reach"], paper["reach"], figures["arms"]["fixed"]["reach"]) == (25, 50, 50)
+    assert weighted["reach_per_seed"] == [25] * 5
+    assert "| weighted | 46.0% (2.0) | 44.0 48.0 46.0 44.0 48.0 | +6.0 [" in text
+    assert "| 3 call(s) | 2 | 0.0 | 0.0 | 50.0 |" in text and "| 2 user turn(s) | 1 | 100.0 | 100.0 | 100.0 |" in text
+    lines = bench.target_lines(figures)
+    assert lines[0].startswith("- paper minus fixed: +4.0 points") and lines[0].endswith(" met")
+    assert lines[1].startswith("- weighted minus fixed: +6.0 points") and lines[1].endswith(" met")
+    assert lines[2] == "- weighted reaches fixed's final mean at step 25 of 50: target (<= 50% of the steps) met"
+
+
+def test_a_difference_whose_interval_reaches_zero_misses_the_target(bench):
+    curve, tasks = _runs()
+    for row in curve:  # one seed where paper falls far below fixed
+        if row["arm"] == "paper" and row["seed"] == 0 and row["step"] == 50:
+            row["heldout"] = 0.20
+    _, figures = bench.report(curve, tasks, ["fixed", "paper", "weighted"])
+    paper = figures["arms"]["paper"]["minus_fixed"]
+    assert paper["low"] < 0 and "NOT met" in bench.target_lines(figures)[0]
+
+
+def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, str(BENCH / "curriculum_bench.py"), "--out", str(out), "--quick",
+                           "--seeds", "0", "--arms", "fixed,weighted", *extra],
+                          capture_output=True, text=True, env=env, timeout=900)
+
+
+def test_quick_benchmark_runs_fixes_the_held_out_set_and_resumes(tmp_path):
+    pytest.importorskip("trl")
+    out = tmp_path / "bench"
+    first = _run(out)
+    assert first.returncode == 0, first.stderr[-3000:]
+    manifest = json.loads((out / "heldout.json").read_text())
+    assert len(manifest) == 20 and all(len(row["spec_sha256"]) == 64 for row in manifest)
+    for name in ("table.md", "heldout.png", "results.csv", "tasks.csv", "runs.csv"):
+        assert (out / name).stat().st_size > 0, name
+    with (out / "results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["arm"], r["step"]) for r in rows} == {(arm, step) for arm in ("fixed", "weighted")
+                                                    for step in ("0", "2", "4")}
+    start = {r["heldout"] for r in rows if r["step"] == "0"}
+    assert len(start) == 1  # both arms start from the seed's one warmed-up policy
+    with (out / "tasks.csv").open() as handle:
+        assert {r["task_id"] for r in csv.DictReader(handle)} == {row["task_id"] for row in manifest}
+    assert "Target (issue 18):" in (out / "table.md").read_text()
+
+    again = _run(out)  # everything finished: read back, the same figures
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "seed 0 fixed:" in again.stdout
+    with (out / "results.csv").open() as handle:
+        assert list(csv.DictReader(handle)) == rows
+
+    reported = _run(out, "--report-only")  # nothing run: the finished runs read back
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    with (out / "results.csv").open() as handle:
+        assert list(csv.DictReader(handle)) == rows
+
+    manifest[0]["spec_sha256"] = "0" * 64  # a held-out set that changed: the benchmark stops
+    (out / "heldout.json").write_text(json.dumps(manifest))
+    changed = _run(out)
+    assert changed.returncode != 0 and "held-out set may not change" in changed.stderr
