@@ -63,18 +63,20 @@ def patterns(round_: int | None, step: int | None, first_step: int | None, thres
     patterns are written in one transaction; an existing round is refused unless --replace.
     """
     from coevolve_engine.patterns import find_patterns
-    from coevolve_engine.patterns.find import embed_ahead
+    from coevolve_engine.patterns.find import prepare_patterns
     from coevolve_engine.signals import SignalParams
 
     params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
-    # embed first, without holding the store: `query` from another process gets through meanwhile
-    embedder, ahead = embed_ahead(db, round=round_, replace=replace, step=step, first_step=first_step, params=params,
-                                  max_trajectories=max_trajectories, seed=seed, wait=wait,
-                                  progress=lambda line: click.echo(line, err=True))
+    # embed and cluster first, without holding the store: `query` from another process gets through meanwhile
+    embedder, prepared = prepare_patterns(
+        db, round=round_, replace=replace, step=step, first_step=first_step, params=params,
+        max_trajectories=max_trajectories, max_k=max_k, seed=seed, wait=wait,
+        progress=lambda line: click.echo(line, err=True))
+    ahead = prepared.embedded if prepared else 0
     with Store(db, create=False, wait=wait) as store:
         report = find_patterns(store, round=round_, step=step, first_step=first_step, params=params,
                                max_trajectories=max_trajectories, embedder=embedder,
-                               max_k=max_k, seed=seed, replace=replace,
+                               max_k=max_k, seed=seed, replace=replace, prepared=prepared,
                                progress=lambda line: click.echo(line, err=True))
     sample = f" (a seeded sample of {report.clustered})" if report.clustered < report.flagged else ""
     replaced = f", replacing {report.replaced}" if report.replaced else ""

@@ -76,6 +76,7 @@ class PreparedPatterns:
     seed: int
     clustering: Clustering
     seconds: float  # the clustering's time
+    embedded: int = 0  # texts embedded ahead (not in the cache before)
 
     def fits(self, step: int, trajectory_ids: Sequence[str], text_hashes: Sequence[str], max_k: int,
              seed: int) -> bool:
@@ -283,7 +284,8 @@ def prepare_patterns(
     clustering = cluster_vectors(vectors, max_k=max_k, seed=seed, sample_size=DEFAULT_SAMPLE_SIZE)
     return ahead.embedder, PreparedPatterns(
         step=ahead.step, trajectory_ids=tuple(ahead.trajectory_ids), text_hashes=tuple(hashes), max_k=max_k,
-        seed=seed, clustering=clustering, seconds=_round_to(time.perf_counter() - started, 4))
+        seed=seed, clustering=clustering, seconds=_round_to(time.perf_counter() - started, 4),
+        embedded=ahead.embedded)
 
 
 @dataclass
