@@ -210,21 +210,22 @@ def frontier(rollouts: int, p: float, r: float) -> float:
 
 
 def policy_outcomes(store: "Store", window: int) -> tuple[dict[tuple, tuple[int, float, float]], Counter[str]]:
-    """The policy's rollouts on calc training tasks over the last ``window`` steps: per outcome key (rollouts,
-    success rate, mean reward), and how many of its calls went to each tool."""
+    """The policy's scored rollouts on calc training tasks over the last ``window`` steps: per outcome key
+    (rollouts, success rate, mean reward; the success rate where no rollout has a reward), and how many of its
+    calls went to each tool."""
     rows = store.execute(
         """
         WITH recent AS (
             SELECT r.success, r.reward, r.action_pattern, t.spec
             FROM scored_trajectories AS r JOIN tasks AS t USING (task_id)
-            WHERE t.env = $env AND t.split = 'train'
+            WHERE t.env = $env AND t.split = 'train' AND r.success IS NOT NULL  -- an unscored rollout says nothing
               AND r.step > (SELECT max(step) FROM scored_trajectories) - $window
         )
         SELECT CAST(json_extract(spec, '$.skill.calls') AS INTEGER) AS calls,
                json_extract_string(spec, '$.skill.operands') AS operands,
                CAST(json_extract(spec, '$.skill.distractors') AS INTEGER) AS distractors,
                coalesce(json_extract_string(spec, '$.skill.turns'), 'one') AS turns,
-               count(*), avg(CAST(success AS INTEGER)), avg(reward)
+               count(*), avg(CAST(success AS INTEGER)), coalesce(avg(reward), avg(CAST(success AS INTEGER)))
         FROM recent GROUP BY ALL
         """, {"env": ENV_NAME, "window": window}).fetchall()
     outcomes = {(calls, operands, distractors, turns if calls > 1 else "one"): (n, float(p), float(r))
