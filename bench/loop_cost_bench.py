@@ -22,6 +22,12 @@ ingest    --ingest-rows trajectories from Parquet and from JSON lines into a fre
           with `git show`), "after" the installed code; both stores must hold the same trajectories.
 patterns  `query` latency from another process while `patterns` embeds --texts new texts: "before" holds the
           store for writing while it embeds (as `patterns` did), "after" embeds first (``embed_ahead``).
+floors    what the parts underneath take on this machine, against the issue's targets: DuckDB's own open and
+          close of a store file (and of an in-memory database); for --ingest-rows Parquet rows, DuckDB reading
+          the file, copying the rows into a table of the store and computing their content hashes from there
+          (the ingest's md5 expression over the same fields); for the same rows as JSON lines, Python's
+          json.loads of every line with nothing else done. An ingest does all of these and more (value checks,
+          copy numbers, action patterns, JSON validation), so none of its rates can pass them.
 
 Every figure is wall-clock time on this machine; note the load (``uptime``) next to any figure you quote.
 """
@@ -42,7 +48,7 @@ from pathlib import Path
 
 from coevolve_engine.store import Store
 
-SECTIONS = ("opens", "sink", "demo", "ingest", "patterns")
+SECTIONS = ("opens", "sink", "demo", "ingest", "patterns", "floors")
 
 
 @contextmanager
@@ -294,6 +300,58 @@ def section_patterns(folder: Path, args) -> None:
         waits = json.loads(out.read_text())
         print(f"  {label:<6} patterns {seconds:5.1f} s; {len(waits)} queries, longest {max(waits):5.2f} s, "
               f"mean {statistics.mean(waits):.3f} s")
+
+
+def section_floors(folder: Path, args) -> None:
+    import duckdb
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from signals_bench import generate
+
+    db = folder / "floors.duckdb"
+    Store(db).close()
+    memory = lambda: duckdb.connect().close()  # noqa: E731
+    on_file = lambda: duckdb.connect(str(db)).close()  # noqa: E731
+    print(f"floors (load {os.getloadavg()[0]:.1f}):")
+    for label, open_close in (("DuckDB connect + close of the store file", on_file),
+                              ("DuckDB connect + close in memory", memory)):
+        times = []
+        for _ in range(args.opens):
+            started = time.perf_counter()
+            open_close()
+            times.append(time.perf_counter() - started)
+        print(f"  {label:<44} {1000 * statistics.median(times):6.1f} ms  (median of {args.opens}; "
+              "issue's target for a whole open: under 10 ms)")
+    parquet = folder / "floors.parquet"
+    rows = generate(parquet, args.ingest_rows, max(1, args.ingest_rows // 100), 30, 8, 0)
+    source = f"read_parquet('{parquet}')"
+    content = ("md5(to_json(struct_pack(task_id, step := CAST(step AS HUGEINT), group_id := NULL::VARCHAR, reward, "
+               "success := NULL::BOOLEAN, actions, messages := NULL::VARCHAR, policy := NULL::VARCHAR, "
+               "error := NULL::VARCHAR, meta := NULL::VARCHAR)))")
+    con = duckdb.connect(str(db))
+    spent = 0.0
+    for label, sql in (
+        ("read the Parquet file", f"SELECT count(*), sum(length(actions)) FROM {source}"),
+        ("copy the rows into a table of the store", f"CREATE OR REPLACE TABLE floor_copy AS SELECT * FROM {source}"),
+        ("content hashes of the copied rows (the md5)", f"SELECT max({content}) FROM floor_copy"),
+    ):
+        started = time.perf_counter()
+        con.execute(sql).fetchall()
+        seconds = time.perf_counter() - started
+        spent += seconds if label != "read the Parquet file" else 0.0
+        print(f"  {label:<44} {seconds:6.2f} s = {rows / seconds:>10,.0f} rows/s")
+    print(f"  {'copy and hashes, nothing else':<44} {spent:6.2f} s = {rows / spent:>10,.0f} rows/s  (issue's target for "
+          "a whole ingest: 1,500,000 rows/s)")
+    jsonl = folder / "floors.jsonl"
+    con.execute(f"COPY (SELECT * REPLACE (CAST(actions AS JSON) AS actions) FROM {source}) TO '{jsonl}' (FORMAT json)")
+    con.close()
+    started = time.perf_counter()
+    with jsonl.open("rb") as handle:
+        for line in handle:
+            json.loads(line)
+    seconds = time.perf_counter() - started
+    print(f"  {'json.loads of every JSON line, nothing else':<44} {seconds:6.2f} s = {rows / seconds:>10,.0f} rows/s  "
+          "(issue's target for a whole ingest: 500,000 rows/s)")
 
 
 def main() -> None:

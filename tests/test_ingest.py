@@ -237,3 +237,14 @@ def test_json_key_order_is_kept(store, jsonl):
     store.add_records("tasks", [{"task_id": "u", "spec": spec}])
     assert list(json.loads(store.scalar("SELECT CAST(spec AS VARCHAR) FROM tasks WHERE task_id = 'u'"))["root"]) == [
         "zeta", "alpha"]
+
+
+def test_a_bad_record_before_a_line_that_is_not_json_is_named_first(store, tmp_path):
+    # lines are reported in file order, whatever is wrong with them
+    path = tmp_path / "order.jsonl"
+    path.write_text('{"task_id": "a", "step": 1, "reward": 1}\n{"task_id": "a", "step": "x", "reward": 1}\n'
+                    '{"task_id": "a", "step": 1, "reward": \n', encoding="utf-8")
+    with pytest.raises(IngestError) as info:
+        store.ingest_trajectories(path)
+    assert (info.value.location, info.value.field) == ("line 2", "step")
+
