@@ -385,6 +385,17 @@ def run_all(args, seeds: list[int], arms: list[str], sets: tuple[str, ...], mani
     return results
 
 
+def on_common_steps(curve_rows: list[dict]) -> tuple[list[dict], list[int]]:
+    """The curve rows at the steps every run evaluated, and the steps left out. A mean over seeds at a step only
+    some runs evaluated (a run extended under another eval schedule) would mix seeds and mislead."""
+    by_run: dict[tuple[str, int], set[int]] = {}
+    for row in curve_rows:
+        by_run.setdefault((row["arm"], row["seed"]), set()).add(row["step"])
+    common = set.intersection(*by_run.values()) if by_run else set()
+    dropped = sorted({row["step"] for row in curve_rows} - common)
+    return [row for row in curve_rows if row["step"] in common], dropped
+
+
 def write_csv(path: Path, rows: list[dict]) -> None:
     if not rows:
         return
@@ -451,6 +462,9 @@ def main(argv: list[str] | None = None) -> None:
     write_csv(args.out / "tasks.csv", task_rows)
     write_csv(args.out / "runs.csv", [{k: r[k] for k in ("arm", "seed", "seconds", "load", "train_tasks")}
                                       for r in results])
+    curve_rows, dropped = on_common_steps(curve_rows)
+    if dropped:
+        print(f"steps not evaluated by every run, left out of the tables and figure: {dropped}", flush=True)
     text, figures = report(curve_rows, task_rows, arms)
     text += "\n\nTarget (issue 18):\n" + "\n".join(target_lines(figures))
     (args.out / "table.md").write_text(text + "\n")

@@ -70,6 +70,15 @@ def test_a_difference_whose_interval_reaches_zero_misses_the_target(bench):
     assert paper["low"] < 0 and "NOT met" in bench.target_lines(figures)[0]
 
 
+def test_only_steps_every_run_evaluated_enter_the_means(bench):
+    # a run extended under another eval schedule has a step the others lack: a mean there would be one seed's
+    curve = [{"arm": arm, "seed": seed, "label": str(step), "step": step, "heldout": 0.3}
+             for arm in ("fixed", "weighted") for seed in (0, 1) for step in (0, 25, 50)]
+    curve.append({"arm": "fixed", "seed": 0, "label": "extra", "step": 40, "heldout": 0.9})
+    kept, dropped = bench.on_common_steps(curve)
+    assert dropped == [40] and len(kept) == 12 and {row["step"] for row in kept} == {0, 25, 50}
+
+
 def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     return subprocess.run([sys.executable, str(BENCH / "curriculum_bench.py"), "--out", str(out), "--quick",
