@@ -257,6 +257,7 @@ def report(curve_rows: list[dict], task_rows: list[dict], arms: list[str]) -> tu
         figures["arms"][arm] = entry
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
 
+    lines += checks_on_fixed(final, curves, seeds, arms, figures)
     steps = sorted({step for arm in arms for step, *_ in curves.get(arm, [])})
     lines += ["", "Held-out success, mean over seeds (sd), by training step (0: the warmed-up policy):", "",
               "| step | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
@@ -292,6 +293,43 @@ def report(curve_rows: list[dict], task_rows: list[dict], arms: list[str]) -> tu
     return "\n".join(lines), figures
 
 
+def checks_on_fixed(final: dict, curves: dict, seeds: list[int], arms: list[str], figures: dict) -> list[str]:
+    """What a reviewer checks beside the bootstrap interval: on how many seeds the arm beat fixed, the Student-t
+    interval of the paired difference, and the steps to reach fixed's best mean (not only its final one, which
+    may lie below fixed's own earlier points)."""
+    import curriculum_stats as st
+
+    fixed_curve = [(step, mean) for step, mean, _, _ in curves.get("fixed", []) if step > 0]
+    if not fixed_curve:
+        return []
+    best_step, best = max(fixed_curve, key=lambda point: (point[1], -point[0]))
+    figures["fixed_best"] = {"step": best_step, "mean": best}
+    lines = ["", f"Checks on the differences from fixed: seeds where the arm ended above / level with / below "
+                 f"fixed; the Student-t 95% interval of the paired difference (wider than the bootstrap's with "
+                 f"{len(seeds)} seeds); steps to reach fixed's best mean, {100 * best:.1f}% at step {best_step}:", "",
+             "| arm | above / level / below fixed | minus fixed, t 95% CI | steps to reach fixed's best |",
+             "|---|---|---|---|"]
+    for arm in arms:
+        if arm == "fixed" or arm not in figures["arms"]:
+            continue
+        diffs = [d for _, d in st.paired_differences(final, arm, "fixed")]
+        if not diffs:
+            continue
+        above = sum(d > 1e-9 for d in diffs)
+        below = sum(d < -1e-9 for d in diffs)
+        entry = figures["arms"][arm]
+        interval = "-"
+        if len(diffs) > 1:
+            low, high = st.t_interval(diffs)
+            entry["minus_fixed_t"] = (low, high)
+            interval = f"[{100 * low:+.1f}, {100 * high:+.1f}]"
+        reach = st.steps_to_reach([(step, mean) for step, mean, _, _ in curves[arm] if step > 0], best)
+        entry["reach_best"] = reach
+        lines.append(f"| {arm} | {above} / {len(diffs) - above - below} / {below} | {interval} | "
+                     f"{'never' if reach is None else reach} |")
+    return lines
+
+
 def target_lines(figures: dict) -> list[str]:
     """The issue's target, checked: paper and weighted >= 4 points above fixed with the interval above 0, and
     weighted reaching fixed's final success in at most half the steps."""
@@ -309,6 +347,11 @@ def target_lines(figures: dict) -> list[str]:
         met = reach is not None and reach <= figures["budget"] / 2
         out.append(f"- weighted reaches fixed's final mean at step {reach if reach is not None else 'never'} of "
                    f"{figures['budget']}: target (<= 50% of the steps) {'met' if met else 'NOT met'}")
+        best = figures.get("fixed_best")
+        if best is not None and figures["target"] is not None and best["mean"] > figures["target"] + 1e-9:
+            out.append(f"  (fixed ended below its own best, {100 * best['mean']:.1f}% at step {best['step']}, so "
+                       "reaching its final says little; weighted reaches that best at step "
+                       f"{weighted.get('reach_best') if weighted.get('reach_best') is not None else 'never'})")
     return out
 
 

@@ -58,6 +58,20 @@ def test_the_report_pairs_by_seed_and_checks_the_target(bench):
     assert lines[0].startswith("- paper minus fixed: +4.0 points") and lines[0].endswith(" met")
     assert lines[1].startswith("- weighted minus fixed: +6.0 points") and lines[1].endswith(" met")
     assert lines[2] == "- weighted reaches fixed's final mean at step 25 of 50: target (<= 50% of the steps) met"
+    assert len(lines) == 3  # fixed's final is its best: no remark on it
+    assert "| weighted | 5 / 0 / 0 | [+3.5, +8.5] | 25 |" in text and "| paper | 5 / 0 / 0 |" in text
+
+
+def test_a_fixed_arm_that_ends_below_its_best_is_named(bench):
+    curve, tasks = _runs()
+    for row in curve:  # fixed peaks at step 25 and falls back
+        if row["arm"] == "fixed" and row["step"] == 25:
+            row["heldout"] = 0.45
+    text, figures = bench.report(curve, tasks, ["fixed", "paper", "weighted"])
+    assert figures["fixed_best"] == {"step": 25, "mean": pytest.approx(0.45)}
+    assert figures["arms"]["weighted"]["reach_best"] == 25 and figures["arms"]["paper"]["reach_best"] is None  # 44% < 45%
+    lines = bench.target_lines(figures)
+    assert lines[3].startswith("  (fixed ended below its own best, 45.0% at step 25") and lines[3].endswith("step 25)")
 
 
 def test_a_difference_whose_interval_reaches_zero_misses_the_target(bench):

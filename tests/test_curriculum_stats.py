@@ -4,6 +4,8 @@ reach a target, the mean curve."""
 from __future__ import annotations
 
 import importlib.util
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,13 @@ def test_steps_to_reach_is_the_first_step_at_or_above():
 def test_mean_curve_per_step():
     points = [(25, 0.2), (25, 0.4), (50, 0.5)]
     assert stats.mean_curve(points) == [(25, pytest.approx(0.3), pytest.approx(0.1), 2), (50, 0.5, 0.0, 1)]
+
+
+def test_the_t_interval_of_five_differences():
+    values = [0.057, 0.007, 0.070, 0.025, 0.058]
+    low, high = stats.t_interval(values)
+    half = 2.7764451051977987 * statistics.stdev(values) / math.sqrt(5)  # t(0.975, 4 degrees of freedom)
+    assert (low, high) == pytest.approx((statistics.mean(values) - half, statistics.mean(values) + half))
+    assert low > 0 and low < stats.bootstrap_ci(values)[0]  # wider than the bootstrap's, as it should be here
+    with pytest.raises(ValueError):
+        stats.t_interval([0.1])
