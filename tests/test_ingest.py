@@ -247,4 +247,3 @@ def test_a_bad_record_before_a_line_that_is_not_json_is_named_first(store, tmp_p
     with pytest.raises(IngestError) as info:
         store.ingest_trajectories(path)
     assert (info.value.location, info.value.field) == ("line 2", "step")
-
