@@ -481,9 +481,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from coevolve_engine.demo import FULL, QUICK
 
-    manifest = fix_heldout(args.out, (QUICK if args.quick else FULL).eval_tasks)
-    print(f"held-out set: {len(manifest)} tasks, fixed in {args.out / 'heldout.json'}", flush=True)
     size = QUICK if args.quick else FULL
+    manifest = fix_heldout(args.out, size.eval_tasks)
+    print(f"held-out set: {len(manifest)} tasks, fixed in {args.out / 'heldout.json'}", flush=True)
     rounds = next((int(v.split("=", 1)[1]) for v in reversed(args.sets) if v.startswith("rounds=")), size.rounds)
     results: list[dict] = []
     if args.report_only:  # what finished all its rounds, nothing run

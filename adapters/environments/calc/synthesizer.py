@@ -191,9 +191,9 @@ def _pool(store: "Store") -> list[dict[str, Any]]:
     return [json.loads(spec) if isinstance(spec, str) else spec for (spec,) in rows]
 
 
-#: A cell's key for the policy's outcomes: calls, operand size, distractors, turns (the tools are left out: a
-#: window of rollouts holds too few per chain).
 def outcome_key(cell: Cell) -> tuple[int, str, int, str]:
+    """A cell's key for the policy's outcomes: calls, operand size, distractors, turns (the tools are left out: a
+    window of rollouts holds too few per chain)."""
     return len(cell.chain), cell.operands, cell.distractors, cell.turns if len(cell.chain) > 1 else "one"
 
 
