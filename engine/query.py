@@ -30,7 +30,7 @@ from coevolve_engine.store import Store
 _ONE_STORE = "query opens one store, the one at --db"
 _TO_FILES = ("query writes no file: a result goes to a file with -o FILE, which never replaces a store or a file of "
              "another kind")
-_ONE_TRANSACTION = "with --write the statements are one transaction, kept whole or not at all"
+_ONE_TRANSACTION = "query runs its statements as one unit (with --write, one transaction: kept whole or not at all)"
 _REFUSED = {
     duckdb.StatementType.ATTACH: _ONE_STORE,
     duckdb.StatementType.DETACH: _ONE_STORE,

@@ -154,7 +154,7 @@ def test_a_transaction_statement_inside_write_is_refused_and_nothing_is_kept(cal
     result = invoke("query", "--write", f"delete from trajectories where step=0; {control}; "
                     "select * from no_such_table", "--db", calc_store)
     refused(result, f"2 ({control})")
-    assert "with --write the statements are one transaction" in result.output
+    assert "(with --write, one transaction: kept whole or not at all)" in result.output
     assert "no transaction is active" not in result.output
     assert table_hashes(calc_store) == before
 
