@@ -31,16 +31,11 @@ _ONE_STORE = "query opens one store, the one at --db"
 _TO_FILES = ("query writes no file: a result goes to a file with -o FILE, which never replaces a store or a file of "
              "another kind")
 _ONE_TRANSACTION = "query runs its statements as one unit (with --write, one transaction: kept whole or not at all)"
-_REFUSED = {
-    duckdb.StatementType.ATTACH: _ONE_STORE,
-    duckdb.StatementType.DETACH: _ONE_STORE,
-    duckdb.StatementType.COPY: _TO_FILES,
-    duckdb.StatementType.COPY_DATABASE: _TO_FILES,
-    duckdb.StatementType.EXPORT: _TO_FILES,
-    duckdb.StatementType.LOAD: "query installs and loads no extension",
-    duckdb.StatementType.EXTENSION: "query installs and loads no extension",
-    duckdb.StatementType.TRANSACTION: _ONE_TRANSACTION,
-}
+_REFUSED = {getattr(duckdb.StatementType, name): reason for name, reason in (  # the types this DuckDB has
+    ("ATTACH", _ONE_STORE), ("DETACH", _ONE_STORE), ("COPY_DATABASE", _ONE_STORE), ("COPY", _TO_FILES),
+    ("EXPORT", _TO_FILES), ("LOAD", "query installs and loads no extension"),
+    ("EXTENSION", "query installs and loads no extension"), ("TRANSACTION", _ONE_TRANSACTION),
+) if hasattr(duckdb.StatementType, name)}
 #: DuckDB parses these as PRAGMA and CALL statements; their first words tell them apart
 _REFUSED_PRAGMAS = {"import": "query runs no SQL from files; read a file with read_csv, read_json or read_parquet "
                               "and --read", "copy": _ONE_STORE}
@@ -125,7 +120,9 @@ def _execute(con: duckdb.DuckDBPyConnection, statements: list[duckdb.Statement],
     """Run the statements in order; the result of the last one."""
     *before, last = statements
     for statement in before:
-        con.execute(statement, {name: params[name] for name in statement.named_parameters} or None).complete()
+        cursor = con.execute(statement, {name: params[name] for name in statement.named_parameters} or None)
+        if hasattr(cursor, "complete"):  # DuckDB 2 runs a result to its end only when asked, before the next
+            cursor.complete()
     return _frame(con.sql(last, params={name: params[name] for name in last.named_parameters} or None))
 
 

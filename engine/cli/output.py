@@ -61,7 +61,7 @@ def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
         return json.dumps(value, default=_json_default, ensure_ascii=False)
 
     def writable(dtype: pl.DataType) -> bool:
-        return not dtype.is_nested() and dtype != pl.Binary and not isinstance(dtype, (pl.Object, pl.Extension))
+        return not dtype.is_nested() and dtype != pl.Binary and type(dtype).__name__ not in ("Object", "Extension")
 
     return frame.with_columns(pl.Series(name, [text(value) for value in frame[name].to_list()], dtype=pl.String)
                               for name, dtype in frame.schema.items() if not writable(dtype))
