@@ -3,8 +3,12 @@
 Every file a command writes (``query -o``, ``report``, ``export``, figures, ...) goes through ``write_output``:
 
 - a path that is the store, its write-ahead log, or any DuckDB database file is refused, ``--force`` or not;
-- an existing file that is not this output's own kind (a CSV written over a Parquet file, HTML over a
-  notebook, ...) is refused unless ``force`` is given; an empty file, or one of the same kind, is replaced;
+- an existing file that is not this output's own kind (a CSV written over a Parquet file, JSON lines or a TOML
+  config, HTML over a notebook, ...) is refused unless ``force`` is given; an empty file, or one of the same
+  kind, is replaced. The kind is judged by the name's ending and by the content: a file named ``.jsonl``,
+  ``.toml``, ``.py``, ... is only ever replaced by its own kind, and one named ``.txt``, ``.log`` or nothing is
+  judged by what it holds (JSON, JSON lines, TOML, HTML, Parquet, PNG, binary data, or plain text, which a CSV
+  file, a text table or a log may replace);
 - a missing folder is named, not met with a traceback;
 - the bytes go to a temporary file beside the target, which is then renamed over it, so an interrupted write
   leaves the old file whole.
@@ -12,17 +16,24 @@ Every file a command writes (``query -o``, ``report``, ``export``, figures, ...)
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+import tomllib
 from pathlib import Path
 
 from coevolve_engine.errors import CoevolveError
 
-#: what each kind of output is called in messages
+#: what each kind of output is called in messages (the last three are kinds an existing file may hold)
 KINDS = {"html": "an HTML page", "parquet": "a Parquet file", "png": "a PNG image", "csv": "a CSV file",
-         "json": "a JSON file", "jsonl": "a JSON-lines file", "table": "a text table", "log": "a text log"}
-_TEXT_KINDS = ("csv", "json", "jsonl", "table", "log")
-_SNIFF_BYTES = 65536
+         "json": "a JSON file", "jsonl": "a JSON-lines file", "table": "a text table", "log": "a text log",
+         "toml": "a TOML file", "text": "plain text", "binary": "binary data"}
+#: the file name endings of each kind; a file ending otherwise (but for _NEUTRAL_SUFFIXES) is of another kind
+_SUFFIXES = {"html": (".html", ".htm"), "parquet": (".parquet", ".pq"), "png": (".png",), "csv": (".csv", ".tsv"),
+             "json": (".json",), "jsonl": (".jsonl", ".ndjson"), "table": (), "log": (), "toml": (".toml",)}
+#: endings that say nothing about a text file's kind: its content decides
+_NEUTRAL_SUFFIXES = ("", ".txt", ".text", ".out", ".log")
+_SNIFF_BYTES = 1 << 20
 
 
 class OutputPathError(CoevolveError):
@@ -46,24 +57,92 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _is_kind(head: bytes, kind: str) -> bool:
-    if not head:
-        return True  # an empty file holds nothing to lose
-    if kind == "parquet":
-        return head.startswith(b"PAR1")
-    if kind == "png":
-        return head.startswith(b"\x89PNG")
+def _text(head: bytes, whole: bool) -> str | None:
+    """``head`` as text, or None when it is binary (a multi-byte character cut at the sniffed length is text)."""
     if b"\0" in head:
-        return False
+        return None
     try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError as exc:  # a multi-byte character cut at the sniffed length is still text
-        if exc.start < len(head) - 4:
-            return False
-        text = head[:exc.start].decode("utf-8")
+        return head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if whole or exc.start < len(head) - 4:
+            return None
+        return head[:exc.start].decode("utf-8")
+
+
+def _complete(text: str, whole: bool) -> str:
+    """The part of ``text`` that ends with a whole line (all of it when the file was read whole)."""
+    return text if whole else text[:text.rfind("\n") + 1]
+
+
+def _holds(kind: str, text: str, whole: bool) -> bool:
+    """Whether ``text`` (the start of a file, or all of it when ``whole``) is of the structured text ``kind``."""
     if kind == "html":
         return text.lstrip().lower().startswith(("<!doctype html", "<html"))
-    return kind in _TEXT_KINDS
+    if kind == "json":
+        if not whole:
+            return text.lstrip().startswith(("{", "["))
+        try:
+            json.loads(text)
+        except ValueError:
+            return False
+        return True
+    if kind == "jsonl":
+        lines = [line for line in _complete(text, whole).splitlines() if line.strip()]
+        try:
+            for line in lines:
+                json.loads(line)
+        except ValueError:
+            return False
+        return bool(lines)
+    if kind == "toml":
+        try:
+            return bool(tomllib.loads(_complete(text, whole)))
+        except tomllib.TOMLDecodeError:
+            return False
+    return True  # csv, table, log: any text
+
+
+def _content_kind(head: bytes, whole: bool) -> str:
+    """What the start of a file holds: a Parquet file, a PNG image, binary data, or a kind of text."""
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith(b"\x89PNG"):
+        return "png"
+    text = _text(head, whole)
+    if text is None:
+        return "binary"
+    # one line of JSON is a JSON file; the start of a long file is JSON lines when all its whole lines are JSON
+    order = ("html", "json", "jsonl", "toml") if whole else ("html", "jsonl", "json", "toml")
+    return next((kind for kind in order if _holds(kind, text, whole)), "text")
+
+
+def _describe(path: Path, head: bytes, whole: bool) -> str:
+    """What an existing file looks like, for a message: its content's kind, or text named by an ending of no kind
+    of ours (``a .py file``)."""
+    content = _content_kind(head, whole)
+    suffix = path.suffix.lower()
+    ours = suffix in _NEUTRAL_SUFFIXES or any(suffix in suffixes for suffixes in _SUFFIXES.values())
+    return f"a {suffix} file" if content == "text" and not ours else KINDS[content]
+
+
+def _is_kind(path: Path, head: bytes, whole: bool, kind: str) -> bool:
+    """Whether the existing file ``path`` (``head``: its first bytes, all of them when ``whole``) may be replaced by
+    ``kind`` output: it is empty, or both its name's ending and its content are of that kind (a CSV file, a text
+    table and a log may replace text of no other known kind)."""
+    if not head:
+        return True  # an empty file holds nothing to lose
+    suffix = path.suffix.lower()
+    if suffix not in _SUFFIXES[kind] and suffix not in _NEUTRAL_SUFFIXES:
+        return False
+    content = _content_kind(head, whole)
+    if content == kind:
+        return True
+    text = _text(head, whole)
+    if text is None or kind in ("parquet", "png"):
+        return False
+    if kind in ("csv", "table", "log"):
+        return content == "text" or suffix in _SUFFIXES[kind]
+    return _holds(kind, text, whole)
 
 
 def check_output(path: Path, kind: str, *, db: Path | None = None, force: bool = False) -> None:
@@ -86,12 +165,14 @@ def check_output(path: Path, kind: str, *, db: Path | None = None, force: bool =
         return
     try:
         with open(path, "rb") as handle:
-            head = handle.read(_SNIFF_BYTES)
+            head = handle.read(_SNIFF_BYTES + 1)
     except OSError as exc:
         raise OutputPathError(f"cannot read {path} to check what it is: {exc}") from exc
-    if not _is_kind(head, kind):
+    whole = len(head) <= _SNIFF_BYTES
+    head = head[:_SNIFF_BYTES]
+    if not _is_kind(path, head, whole, kind):
         raise OutputPathError(f"{path} exists and is not {KINDS[kind]}; pass --force to replace it, or write to "
-                              "another file")
+                              f"another file (it looks like {_describe(path, head, whole)})")
 
 
 def write_output(path: Path, data: str | bytes, kind: str, *, db: Path | None = None, force: bool = False) -> None:
@@ -99,14 +180,19 @@ def write_output(path: Path, data: str | bytes, kind: str, *, db: Path | None = 
     path = Path(path)
     check_output(path, kind, db=db, force=force)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(payload)
         os.chmod(temporary, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full disk, a file size limit: named, and the old file is left whole
+            raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}; it was left as it was") from exc
         raise
 
 

@@ -21,17 +21,19 @@ class EngineGroup(click.Group):
             from coevolve_engine.store import is_damage
 
             if is_damage(exc):
-                raise click.ClickException(str(StoreDamagedError(_damaged_file(exc), "DuckDB could not read it "
-                                                                                     f"({exc})"))) from exc
+                raise click.ClickException(str(StoreDamagedError(_damaged_file(exc, ctx), "DuckDB could not read "
+                                                                                          f"it ({exc})"))) from exc
             raise click.ClickException(f"SQL error: {exc}") from exc
 
 
-def _damaged_file(exc: Exception) -> str:
-    """The file a DuckDB I/O error names, or 'the store' when it names none."""
+def _damaged_file(exc: Exception, ctx: click.Context) -> str:
+    """The file a DuckDB I/O error names, else the command's --db (a checksum error names no file)."""
     import re
 
+    from coevolve_engine.cli.options import DB_META_KEY
+
     found = re.search(r'file "([^"]+)"', str(exc))
-    return found.group(1) if found else "--db"
+    return found.group(1) if found else str(ctx.meta.get(DB_META_KEY, "--db"))
 
 
 @click.group(cls=EngineGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

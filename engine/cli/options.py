@@ -9,8 +9,18 @@ import click
 
 from coevolve_engine.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS
 
+#: where the store a command was given is kept for the command line's error messages (click's ``Context.meta``)
+DB_META_KEY = "coevolve_engine.db"
+
+
+def _remember_db(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    ctx.meta[DB_META_KEY] = value
+    return value
+
+
 db_option = click.option(
     "--db",
+    callback=_remember_db,
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="COEVOLVE_DB",
     default=DEFAULT_DB,

@@ -43,6 +43,30 @@ def _json_cell(value: object) -> object:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
+def _json_default(value: object) -> object:
+    """A value json cannot write: dates and times in ISO form, bytes as hexadecimal, anything else as text."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with what CSV cannot hold as text: a nested value (list, array, struct, map) as JSON, bytes as
+    hexadecimal. Other columns, and missing values, are left as they are."""
+    def text(value: object) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, (bytes, bytearray)):
+            return value.hex()
+        return json.dumps(value, default=_json_default, ensure_ascii=False)
+
+    def writable(dtype: pl.DataType) -> bool:
+        return not dtype.is_nested() and dtype != pl.Binary and type(dtype).__name__ not in ("Object", "Extension")
+
+    return frame.with_columns(pl.Series(name, [text(value) for value in frame[name].to_list()], dtype=pl.String)
+                              for name, dtype in frame.schema.items() if not writable(dtype))
+
+
 def write_text_output(text: str, format_: str, output: Path | None, *, db: Path | None, force: bool) -> None:
     """``text`` to ``output`` (checked: never the store, see ``coevolve_engine.outputs``) or standard output."""
     if output is not None:
@@ -68,7 +92,7 @@ def write_frame(frame: pl.DataFrame, format_: str, output: Path | None, *, db: P
             sys.stdout.flush()
         return
     if format_ == "csv":
-        text = frame.write_csv()
+        text = csv_ready(frame).write_csv()
     elif format_ == "json":
         rows = [{k: _json_cell(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
         text = json.dumps(rows, indent=2, default=str, ensure_ascii=False) + "\n"

@@ -10,6 +10,7 @@ import click
 from coevolve_engine.cli.options import db_option, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame
 from coevolve_engine.outputs import check_output
+from coevolve_engine.query import run_query
 from coevolve_engine.store import Store
 
 
@@ -45,7 +46,14 @@ Examples:
   coevolve-engine query "select signal, count(*) from flagged_trajectories group by signal"
   coevolve-engine query "select * from forgetting_with(w := 5) where step = \\$s" -p s 12
   echo "select * from rare_patterns where rare" | coevolve-engine query - --format csv
-  coevolve-engine query "describe run_rounds"             a view's columns"""
+  coevolve-engine query "describe run_rounds"             a view's columns
+  coevolve-engine query "select count(*) from read_json('new.jsonl')" --read new.jsonl
+\b
+What query reads and writes: the store at --db, and the files and folders named with --read (read_csv,
+read_json, read_parquet, glob); no other file. Without --write it writes nothing; with --write it writes the
+store and nothing else. Results go to a file only through -o, which never replaces a store or a file of another
+kind without --force. ATTACH, DETACH, COPY, EXPORT/IMPORT DATABASE, INSTALL, LOAD, BEGIN, COMMIT, ROLLBACK and
+CHECKPOINT are refused before any statement runs; settings cannot be changed."""
 )
 @click.argument("sql")
 @click.option("-p", "--param", "params", type=(str, str), multiple=True, metavar="NAME VALUE",
@@ -54,12 +62,17 @@ Examples:
 @output_option
 @force_option
 @click.option("--write", is_flag=True,
-              help="Open the store for writing (default: read-only). The statements run in one transaction: "
-                   "if one fails, none of them is kept.")
+              help="Open the store for writing (default: read-only). The statements run in one transaction, "
+                   "committed after the result is shown or written: if anything fails, none of them is kept. "
+                   "A task with trajectories cannot be made a held-out eval task, nor can trajectories be given "
+                   "to one.")
+@click.option("--read", "readable", type=click.Path(exists=True, path_type=Path), multiple=True, metavar="PATH",
+              help="A file, or a folder with everything in it, that the SQL may read (read_csv, read_json, "
+                   "read_parquet, glob). Repeatable. No other file outside the store can be read.")
 @db_option
 @wait_option
 def query(sql: str, params: tuple[tuple[str, str], ...], format_: str, output: Path | None, force: bool,
-          write: bool, db: Path, wait: float) -> None:
+          write: bool, readable: tuple[Path, ...], db: Path, wait: float) -> None:
     """Run SQL against the store and print the result. SQL is the argument, or - to read standard input.
 
     The store is opened read-only unless --write is given, so a query never changes anything by accident
@@ -70,12 +83,8 @@ def query(sql: str, params: tuple[tuple[str, str], ...], format_: str, output: P
     if output is not None:  # refused before the query runs: with --write, nothing is changed either
         check_output(output, format_, db=db, force=force)
     with Store(db, read_only=not write, create=False, wait=wait) as store:
-        if write:  # all statements or none
-            with store.transaction():
-                frame = store.sql(sql, dict(params))
-        else:
-            frame = store.sql(sql, dict(params))
-    write_frame(frame, format_, output, db=db, force=force)
+        run_query(store, sql, dict(params), write=write, readable=readable,
+                  deliver=lambda frame: write_frame(frame, format_, output, db=db, force=force))
 
 
 def register(group: click.Group) -> None:
