@@ -450,9 +450,9 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 #: ``--smoke``: the smallest run that goes through every part (--quick, one seed, two arms, one round after a
-#: 2-step warm-up); its figures mean nothing.
+#: 2-step warm-up, answers of 8 tokens); its figures mean nothing.
 SMOKE = {"quick": True, "seeds": "0", "arms": "fixed,weighted"}
-SMOKE_SETS = ("warmup.steps=2", "rounds=1")
+SMOKE_SETS = ("warmup.steps=2", "rounds=1", "episode.max_new_tokens=8")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -466,7 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"[default: {DEFAULT_REWARD}]")
     parser.add_argument("--quick", action="store_true", help="the demo's --quick size: checks the mechanics only")
     parser.add_argument("--smoke", action="store_true", help="smaller than --quick, to check that the script works: "
-                        "--quick, seed 0, arms fixed,weighted, one round after a 2-step warm-up (--set goes after)")
+                        "--quick, seed 0, arms fixed,weighted, one round after a 2-step warm-up, answers of 8 tokens "
+                        "(--set goes after)")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="a run setting over the demo's configuration, for the warm-up and every arm "
                              "(repeatable), e.g. rounds=4")

@@ -51,7 +51,8 @@ from coevolve_engine.store import Store
 
 SECTIONS = ("opens", "sink", "demo", "ingest", "patterns", "floors")
 #: ``--smoke``: the smallest size of every section (to check that the script works); the size options are ignored.
-SMOKE = {"opens": 2, "sink_steps": 2, "demo_steps": 1, "demo_warmup": 1, "ingest_rows": 2_000, "texts": 8}
+SMOKE = {"opens": 2, "sink_steps": 2, "demo_steps": 1, "demo_warmup": 1, "ingest_rows": 2_000, "texts": 8,
+         "demo_groups": 2, "demo_k": 2, "demo_sets": ("episode.max_new_tokens=8",)}
 
 
 @contextmanager
@@ -148,9 +149,10 @@ def section_sink(folder: Path, args) -> None:
 def section_demo(folder: Path, args) -> None:
     from coevolve_engine.demo import run_demo
 
+    groups, k = getattr(args, "demo_groups", 6), getattr(args, "demo_k", 8)  # smaller only in --smoke
     overrides = (f"warmup.steps={args.demo_warmup}", f"trainer.steps_per_round={args.demo_steps}",
-                 "trainer.options.num_generations=8", "trainer.options.groups_per_step=6",
-                 "synthesis.synthesizer=none")
+                 f"trainer.options.num_generations={k}", f"trainer.options.groups_per_step={groups}",
+                 "synthesis.synthesizer=none", *getattr(args, "demo_sets", ()))
     results = {}
     for label in ("before", "after"):
         target = folder / f"demo-{label}"
@@ -167,7 +169,8 @@ def section_demo(folder: Path, args) -> None:
                                   "WHERE round = 0").fetchall()[0]
         outputs = json.loads(outputs)
         results[label] = (seconds, outputs, costs, stored_trajectories(db))
-    print(f"demo's training phase (quick demo's store and policy, 1 round of {args.demo_steps} steps x 6 groups x 8):")
+    print(f"demo's training phase (quick demo's store and policy, 1 round of {args.demo_steps} steps x {groups} groups "
+          f"x {k}):")
     for label, (seconds, outputs, costs, _) in results.items():
         share = "-" if costs[2] is None else f"{100 * costs[2]:.1f}%"
         print(f"  {label:<6} train phase {seconds:6.1f} s, of it store writes {outputs.get('store_seconds', 0):5.2f} s "
@@ -370,8 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--texts", type=int, default=400, help="new texts `patterns` embeds")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
     parser.add_argument("--smoke", action="store_true", help="every section at its smallest size, to check that the "
-                        "script works (2 opens, 2 sink steps, a demo round of 1 step, 2,000 rows, 8 texts; the size "
-                        "options are ignored)")
+                        "script works (2 opens, 2 sink steps, a demo round of 1 step of 2 groups of 2 with answers "
+                        "of 8 tokens, 2,000 rows, 8 texts; the size options are ignored)")
     return parser
 
 
