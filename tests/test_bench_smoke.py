@@ -6,7 +6,8 @@ figures (they depend on the machine). A module of bench/ that is not a script is
 file without an entry fails ``test_every_bench_file_is_a_script_or_a_helper`` and its own smoke test.
 
 Each script runs in a subprocess from a scratch folder (its working directory and TMPDIR, so whatever it writes
-lands there), offline (HF_HUB_OFFLINE=1, LITELLM_LOCAL_MODEL_COST_MAP=True), and must exit 0. A script that
+lands there), offline (HF_HUB_OFFLINE=1, LITELLM_LOCAL_MODEL_COST_MAP=True), and must exit 0. The scripts are
+started together, one per core (up to 4), each with one torch thread; each test waits for its own. A script that
 needs what the project does not install is skipped, with the reason, unless it is provided (``NEEDS``).
 """
 
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -111,11 +114,8 @@ NEEDS = {"verl_check.py": ("COEVOLVE_VERL_VENV", "set COEVOLVE_VERL_VENV to a ve
                            "bench/verl_check.py --venv DIR --install makes one)", lambda value: ["--venv", value])}
 #: A smoke run that takes longer than this is stuck (a quiet machine takes seconds).
 TIMEOUT_S = 600
-
-
-def children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+#: Scripts run at once (each with one torch thread): the cores, up to 4.
+WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 def is_script(path: Path) -> bool:
@@ -149,23 +149,62 @@ def missing_lines(output: str, patterns: list[str]) -> list[str]:
     return missing
 
 
+@dataclass
+class SmokeRun:
+    code: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    cpu_s: float  # the script's CPU seconds and its children's: about what a quiet machine takes
+
+
+def smoke_run(name: str, folder: Path, extra: list[str]) -> SmokeRun:
+    """``bench/NAME --smoke`` in ``folder`` (its working directory and TMPDIR), one torch thread, offline."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TMPDIR": str(folder),
+           "OMP_NUM_THREADS": "1"}
+    out, err = folder / "smoke.stdout", folder / "smoke.stderr"
+    started = time.perf_counter()
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen([sys.executable, str(BENCH / name), "--smoke", *extra], cwd=folder, env=env,
+                                   stdout=stdout, stderr=stderr)
+        timer = threading.Timer(TIMEOUT_S, process.kill)
+        timer.start()
+        _, status, usage = os.wait4(process.pid, 0)  # the exit status and the CPU it used, its children's included
+        timer.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+    return SmokeRun(process.returncode, out.read_text(), err.read_text(), time.perf_counter() - started,
+                    usage.ru_utime + usage.ru_stime)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(request, tmp_path_factory):
+    """The smoke runs of the scripts whose tests were selected, started at once, WORKERS at a time."""
+    selected = [item.callspec.params["name"] for item in request.session.items
+                if getattr(item, "originalname", None) == "test_each_script_runs_at_its_smoke_size"]
+    pool = ThreadPoolExecutor(max_workers=WORKERS)
+    runs = {}
+    for name in selected:
+        if name not in SCRIPTS:
+            continue
+        extra = []
+        if name in NEEDS:
+            variable, _, arguments = NEEDS[name]
+            if not os.environ.get(variable):
+                continue
+            extra = arguments(os.environ[variable])
+        runs[name] = pool.submit(smoke_run, name, tmp_path_factory.mktemp(name.removesuffix(".py")), extra)
+    yield runs
+    pool.shutdown(wait=True)
+
+
 @pytest.mark.parametrize("name", FOUND_SCRIPTS)
-def test_each_script_runs_at_its_smoke_size(name, tmp_path):
+def test_each_script_runs_at_its_smoke_size(name, smoke_runs):
     assert name in SCRIPTS, f"bench/{name} has no entry in SCRIPTS"
-    extra = []
-    if name in NEEDS:
-        variable, reason, arguments = NEEDS[name]
-        if not os.environ.get(variable):
-            pytest.skip(reason)
-        extra = arguments(os.environ[variable])
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TMPDIR": str(tmp_path)}
-    started, cpu = time.perf_counter(), children_cpu_seconds()
-    result = subprocess.run([sys.executable, str(BENCH / name), "--smoke", *extra], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=TIMEOUT_S)
-    # CPU seconds are what a quiet machine would take at most; wall seconds grow with the machine's load
-    print(f"bench/{name} --smoke: {time.perf_counter() - started:.1f} s wall, "
-          f"{children_cpu_seconds() - cpu:.1f} s CPU, load {os.getloadavg()[0]:.1f}")
-    assert result.returncode == 0, f"bench/{name} --smoke exited {result.returncode}:\n{result.stderr[-3000:]}"
-    missing = missing_lines(result.stdout, SCRIPTS[name])
-    assert not missing, f"bench/{name} --smoke did not print lines matching {missing}:\n{result.stdout[-3000:]}"
-    assert "Traceback" not in result.stderr
+    if name in NEEDS and not os.environ.get(NEEDS[name][0]):
+        pytest.skip(NEEDS[name][1])
+    run = smoke_runs[name].result()
+    print(f"bench/{name} --smoke: {run.wall_s:.1f} s wall, {run.cpu_s:.1f} s CPU, load {os.getloadavg()[0]:.1f}")
+    assert run.code == 0, f"bench/{name} --smoke exited {run.code}:\n{run.stderr[-3000:]}"
+    missing = missing_lines(run.stdout, SCRIPTS[name])
+    assert not missing, f"bench/{name} --smoke did not print lines matching {missing}:\n{run.stdout[-3000:]}"
+    assert "Traceback" not in run.stderr
