@@ -33,12 +33,13 @@ the scratch store; one naming another store, such as `--compare`, is parsed only
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import re
 import shlex
 import shutil
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,7 +235,7 @@ def click_choices(command: click.Command):
     return choices_of
 
 
-@contextmanager
+@contextlib.contextmanager
 def inputs_not_looked_for(command: click.Command):
     """The command's path options parsed without looking for the files: they exist where the command is run."""
     types = [param.type for param in command.params if isinstance(param.type, click.Path) and param.type.exists]
@@ -297,11 +298,13 @@ def test_each_printed_command_parses(command):
     else:
         parser = bench_parser(command.program)
         actions = parser._option_string_actions
+        said = io.StringIO()
         try:
-            parser.parse_args(fill(list(command.words), lambda word: list(actions[word].choices or [])
-                                   if word in actions and actions[word].nargs != 0 else None, True))
+            with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+                parser.parse_args(fill(list(command.words), lambda word: list(actions[word].choices or [])
+                                       if word in actions and actions[word].nargs != 0 else None, True))
         except SystemExit as stop:
-            assert stop.code == 0, f"{command}: argparse refused it (exit {stop.code})"
+            assert stop.code == 0, f"{command}: argparse refused it: {said.getvalue().strip()}"
 
 
 def runs_for_real(command: Command) -> bool:
