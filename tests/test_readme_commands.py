@@ -250,6 +250,11 @@ def inputs_not_looked_for(command: click.Command):
 
 def parse_cli(words: tuple[str, ...], mention: bool) -> list[str]:
     """Parse with click down to the last subcommand; the names of the commands reached."""
+    with contextlib.redirect_stdout(io.StringIO()):  # what --help prints
+        return _parse_cli(words, mention)
+
+
+def _parse_cli(words: tuple[str, ...], mention: bool) -> list[str]:
     names = []
     try:
         context = cli.make_context("coevolve-engine", fill(list(words), click_choices(cli), False))
