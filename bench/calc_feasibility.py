@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 python bench/calc_feasibility.py [--sft-steps 300] [--grpo-steps 40]
         [--train-split seed|full] [--hidden 64 --layers 2]
+    python bench/calc_feasibility.py --smoke    # 4 tasks, 2 SFT and 1 GRPO steps: checks that the script works
 
 Every part is the product's, as `coevolve-engine demo` uses them:
 
@@ -31,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 
-def score(policy: Path, env, tasks: list[dict[str, Any]]) -> tuple[float, dict[str, list[int]]]:
+def score(policy: Path, env, tasks: list[dict[str, Any]],
+          max_new_tokens: int = 48) -> tuple[float, dict[str, list[int]]]:
     """Greedy success rate on ``tasks`` (the engine's evaluation), and successes per skill value."""
     from coevolve_engine.evaluate import evaluate_policy, success_rate
 
-    results = evaluate_policy(policy, env, tasks, max_new_tokens=48, max_model_calls_per_turn=3)
+    results = evaluate_policy(policy, env, tasks, max_new_tokens=max_new_tokens, max_model_calls_per_turn=3)
     by_skill: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for task, result in zip(tasks, results):
         for key in ("calls", "tools", "operands", "distractors", "form"):
@@ -95,7 +97,11 @@ def train(name: str, options: dict[str, Any], steps: int, db: Path, env, model: 
     return trainer.train(steps)
 
 
-def main() -> None:
+#: ``--smoke``: the smallest size that runs every phase (seconds); the other size options are ignored.
+SMOKE = {"sft_steps": 2, "grpo_steps": 1, "k": 2, "groups": 2, "train_tasks": 4, "test_tasks": 4, "max_new_tokens": 8}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hidden", type=int, default=64, help="hidden size of the tiny Qwen3")
     parser.add_argument("--layers", type=int, default=2, help="layers of the tiny Qwen3")
@@ -105,6 +111,7 @@ def main() -> None:
     parser.add_argument("--grpo-steps", type=int, default=40, help="GRPO optimizer steps")
     parser.add_argument("--grpo-lr", type=float, default=5e-4, help="GRPO learning rate")
     parser.add_argument("--temperature", type=float, default=1.0, help="GRPO rollout temperature")
+    parser.add_argument("--max-new-tokens", type=int, default=48, help="tokens per answer, in GRPO and in scoring")
     parser.add_argument("--k", type=int, default=8, help="GRPO group size")
     parser.add_argument("--groups", type=int, default=8, help="groups per GRPO step")
     parser.add_argument("--train-tasks", type=int, default=200, help="tasks to train on")
@@ -112,7 +119,16 @@ def main() -> None:
                         help="train on the seed split (part of the skill space) or on 'full' (all of it)")
     parser.add_argument("--test-tasks", type=int, default=300, help="held-out tasks to score on")
     parser.add_argument("--workdir", default=None, help="where to keep the policy and store (default: a temp dir)")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="the smallest size, to check that the script works "
+                        "(4 tasks a split, 2 SFT steps, 1 GRPO step of 2 groups of 2, answers of 8 tokens; the other "
+                        "size options are ignored)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
 
     from coevolve_engine.adapters.environments import load_environment
 
@@ -128,8 +144,8 @@ def main() -> None:
 
     def report(phase: str, checkpoint: Path) -> None:
         started = time.perf_counter()
-        train_rate, _ = score(checkpoint, env, train_tasks)
-        test_rate, skills = score(checkpoint, env, test_tasks)
+        train_rate, _ = score(checkpoint, env, train_tasks, args.max_new_tokens)
+        test_rate, skills = score(checkpoint, env, test_tasks, args.max_new_tokens)
         results.append({"phase": phase, "train": round(train_rate, 3), "held_out": round(test_rate, 3),
                         "elapsed_s": round(time.perf_counter() - clock, 1)})
         print(f"[{phase}] train ({args.train_split}) {train_rate:.1%}  held-out {test_rate:.1%}  "
@@ -147,7 +163,7 @@ def main() -> None:
 
     started = time.perf_counter()
     grpo = train("trl-grpo", {"num_generations": args.k, "groups_per_step": args.groups, "learning_rate": args.grpo_lr,
-                              "beta": 0.0, "temperature": args.temperature, "max_new_tokens": 48,
+                              "beta": 0.0, "temperature": args.temperature, "max_new_tokens": args.max_new_tokens,
                               "max_model_calls_per_turn": 3}, args.grpo_steps, db, env, sft.checkpoint,
                  work / "grpo", train_tasks)
     grpo_seconds = time.perf_counter() - started

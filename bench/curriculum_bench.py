@@ -3,6 +3,7 @@
     HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True python bench/curriculum_bench.py --jobs 2
     python bench/curriculum_bench.py --out /tmp/cb --quick --seeds 0 --arms fixed,weighted   # the mechanics
     python bench/curriculum_bench.py --set rounds=4          # half the budget; rounds=8 later extends every run
+    python bench/curriculum_bench.py --out /tmp/cb --smoke   # smaller still: checks that the script works
 
 The arms (``ARMS``), all with the demo's configuration (``coevolve_engine/data/demo.toml``: the tiny calc
 policy, 25 GRPO steps a round, offline:calc synthesis) and the benchmark's reward (``--reward``):
@@ -448,7 +449,13 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def main(argv: list[str] | None = None) -> None:
+#: ``--smoke``: the smallest run that goes through every part (--quick, one seed, two arms, one round after a
+#: 2-step warm-up, answers of 8 tokens); its figures mean nothing.
+SMOKE = {"quick": True, "seeds": "0", "arms": "fixed,weighted"}
+SMOKE_SETS = ("warmup.steps=2", "rounds=1", "episode.max_new_tokens=8")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("curriculum-bench"),
                         help="the benchmark's folder (resumed if it exists) [default: ./curriculum-bench]")
@@ -458,6 +465,9 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"calc's reward: partial credit or binary (success stays whole-task either way) "
                              f"[default: {DEFAULT_REWARD}]")
     parser.add_argument("--quick", action="store_true", help="the demo's --quick size: checks the mechanics only")
+    parser.add_argument("--smoke", action="store_true", help="smaller than --quick, to check that the script works: "
+                        "--quick, seed 0, arms fixed,weighted, one round after a 2-step warm-up, answers of 8 tokens "
+                        "(--set goes after)")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="a run setting over the demo's configuration, for the warm-up and every arm "
                              "(repeatable), e.g. rounds=4")
@@ -467,7 +477,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--up-to-step", type=int, default=None, metavar="N",
                         help="with --report-only: report the evaluations at steps up to N (runs extended past it "
                              "are read as they stood at N)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
+        args.sets = [*SMOKE_SETS, *args.sets]
     if args.up_to_step is not None and not args.report_only:
         parser.error("--up-to-step goes with --report-only")
     seeds = [int(seed) for seed in args.seeds.split(",")]

@@ -12,6 +12,7 @@ writes a random answer of max_new_tokens every time).
 
     python bench/episode_bench.py                     # 6 groups of 8, as a demo training step
     python bench/episode_bench.py --groups 12 --k 8 --warmup 200
+    python bench/episode_bench.py --smoke             # 3 groups of 2, 2 warm-up steps: checks that it works
 """
 
 from __future__ import annotations
@@ -63,14 +64,28 @@ def play(environment, rows, model, tokenizer, config, batch_size: int | None) ->
     return time.perf_counter() - started, rollouts
 
 
-def main(argv: list[str] | None = None) -> int:
+#: ``--smoke``: the smallest size that runs every part (seconds); the other size options are ignored.
+SMOKE = {"groups": 3, "k": 2, "warmup": 2, "repeats": 1, "max_new_tokens": 8}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", type=int, default=6, help="tasks per step (GRPO groups)")
     parser.add_argument("--k", type=int, default=8, help="rollouts per task (group size)")
     parser.add_argument("--warmup", type=int, default=150, help="SFT steps before measuring")
     parser.add_argument("--repeats", type=int, default=2, help="steps measured per mode (the best is kept)")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    parser.add_argument("--max-new-tokens", type=int, default=48, help="tokens per answer (the demo's: 48)")
+    parser.add_argument("--smoke", action="store_true", help=f"the smallest size, to check that the script works "
+                        f"({SMOKE['groups']} groups of {SMOKE['k']}, {SMOKE['warmup']} warm-up steps, one repeat, "
+                        f"answers of {SMOKE['max_new_tokens']} tokens; the other size options are ignored)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -89,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"policy: {policy} ({time.perf_counter() - started:.0f} s to build and warm up)")
         model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(policy)
-        config = TRLGRPOConfig(model=str(policy), output_dir=tmp, temperature=1.3, max_new_tokens=48,
+        config = TRLGRPOConfig(model=str(policy), output_dir=tmp, temperature=1.3, max_new_tokens=args.max_new_tokens,
                                max_completion_length=256, max_model_calls_per_turn=3)
         rows = [task for task in chosen for _ in range(args.k)]
         turns = [len(t["spec"].get("turns", [0])) for t in chosen]

@@ -3,13 +3,14 @@
     python bench/loop_cost_bench.py                    # every section, default sizes (a few minutes on 2 cores)
     python bench/loop_cost_bench.py --only opens,sink  # some sections
     python bench/loop_cost_bench.py --ingest-rows 10000000
+    python bench/loop_cost_bench.py --smoke            # every section at its smallest size: checks that it works
 
 Sections:
 
 opens     a writable (and a read-only) open of an up-to-date store, median of --opens opens; "before" is an open
           that rebuilds every view and macro, as every open did before the views carried their stamp.
-sink      one demo round of training writes (25 steps x 6 groups x 8 rollouts of calc-sized records) to a
-          store: "before" one unit of work per group, each open rebuilding the views; "after" one per step, and
+sink      one demo round of training writes (--sink-steps 25 steps x 6 groups x 8 rollouts of calc-sized records)
+          to a store: "before" one unit of work per group, each open rebuilding the views; "after" one per step, and
           one per 5 steps (trainer.steps_per_write = 5, the demo's setting). The stores must hold the same
           trajectories.
 demo      the demo's training phase, twice with the same seed (the quick demo's store and policy, one round of
@@ -49,6 +50,9 @@ from pathlib import Path
 from coevolve_engine.store import Store
 
 SECTIONS = ("opens", "sink", "demo", "ingest", "patterns", "floors")
+#: ``--smoke``: the smallest size of every section (to check that the script works); the size options are ignored.
+SMOKE = {"opens": 2, "sink_steps": 2, "demo_steps": 1, "demo_warmup": 1, "ingest_rows": 2_000, "texts": 8,
+         "demo_groups": 2, "demo_k": 2, "demo_sets": ("episode.max_new_tokens=8",)}
 
 
 @contextmanager
@@ -123,7 +127,7 @@ def section_sink(folder: Path, args) -> None:
         sink = StoreSink(path, label="bench", steps_per_write=5 if label.endswith("5") else 1)
         steps = [[(f"calc-{(step * 6 + g) % 200}@{step}", [calc_rollout(f"calc-{(step * 6 + g) % 200}", k, step)
                                                          for k in range(8)]) for g in range(6)]
-                 for step in range(1, 26)]
+                 for step in range(1, args.sink_steps + 1)]
         started = time.perf_counter()
         if label == "before":
             with before_issue_16():
@@ -135,7 +139,8 @@ def section_sink(folder: Path, args) -> None:
             sink.flush()
         results[label] = (time.perf_counter() - started, sink.writes, stored_trajectories(path))
     same = all(result[2] == results["before"][2] for result in results.values())
-    print(f"sink, one demo round of writes (25 steps x 6 groups x 8 rollouts; load {os.getloadavg()[0]:.1f}):")
+    print(f"sink, one demo round of writes ({args.sink_steps} steps x 6 groups x 8 rollouts; "
+          f"load {os.getloadavg()[0]:.1f}):")
     for label, (seconds, writes, _) in results.items():
         print(f"  {label:<24} {seconds:6.2f} s in {writes} units of work")
     print(f"  same trajectories in both stores: {same}")
@@ -144,9 +149,10 @@ def section_sink(folder: Path, args) -> None:
 def section_demo(folder: Path, args) -> None:
     from coevolve_engine.demo import run_demo
 
+    groups, k = getattr(args, "demo_groups", 6), getattr(args, "demo_k", 8)  # smaller only in --smoke
     overrides = (f"warmup.steps={args.demo_warmup}", f"trainer.steps_per_round={args.demo_steps}",
-                 "trainer.options.num_generations=8", "trainer.options.groups_per_step=6",
-                 "synthesis.synthesizer=none")
+                 f"trainer.options.num_generations={k}", f"trainer.options.groups_per_step={groups}",
+                 "synthesis.synthesizer=none", *getattr(args, "demo_sets", ()))
     results = {}
     for label in ("before", "after"):
         target = folder / f"demo-{label}"
@@ -163,7 +169,8 @@ def section_demo(folder: Path, args) -> None:
                                   "WHERE round = 0").fetchall()[0]
         outputs = json.loads(outputs)
         results[label] = (seconds, outputs, costs, stored_trajectories(db))
-    print(f"demo's training phase (quick demo's store and policy, 1 round of {args.demo_steps} steps x 6 groups x 8):")
+    print(f"demo's training phase (quick demo's store and policy, 1 round of {args.demo_steps} steps x {groups} groups "
+          f"x {k}):")
     for label, (seconds, outputs, costs, _) in results.items():
         share = "-" if costs[2] is None else f"{100 * costs[2]:.1f}%"
         print(f"  {label:<6} train phase {seconds:6.1f} s, of it store writes {outputs.get('store_seconds', 0):5.2f} s "
@@ -353,10 +360,11 @@ def section_floors(folder: Path, args) -> None:
           "(issue's target for a whole ingest: 500,000 rows/s)")
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
     parser.add_argument("--opens", type=int, default=30, help="opens per measurement")
+    parser.add_argument("--sink-steps", type=int, default=25, help="training steps of sink writes (a demo round: 25)")
     parser.add_argument("--demo-steps", type=int, default=10, help="training steps of the demo's round")
     parser.add_argument("--demo-warmup", type=int, default=150, help="warm-up steps before the demo's round")
     parser.add_argument("--ingest-rows", type=int, default=1_000_000, help="trajectories to ingest")
@@ -364,7 +372,17 @@ def main() -> None:
                         help="the commit whose ingest code is 'before' (default: main before the vectorized ingest)")
     parser.add_argument("--texts", type=int, default=400, help="new texts `patterns` embeds")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="every section at its smallest size, to check that the "
+                        "script works (2 opens, 2 sink steps, a demo round of 1 step of 2 groups of 2 with answers "
+                        "of 8 tokens, 2,000 rows, 8 texts; the size options are ignored)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(SECTIONS))

@@ -13,6 +13,7 @@ and the bench prints the flagged trajectories, the patterns, their sizes and the
 
     python bench/patterns_bench.py                 # 200 tasks x 8 rollouts x 2 steps
     python bench/patterns_bench.py --tasks 50 --k 4 --db /tmp/patterns.duckdb
+    python bench/patterns_bench.py --smoke         # 8 tasks x 4 rollouts: checks that the script works
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from coevolve_engine.trainers.base import group_records  # noqa: E402
 from coevolve_engine.store import Store  # noqa: E402
 
 MISTAKES = ("skip_cd", "misspell", "drop_last", "unknown_tool")
+#: ``--smoke``: the smallest size that runs every part (seconds); --tasks and --k are ignored.
+SMOKE = {"tasks": 8, "k": 4}
 
 # The API classes most members of a pattern use (a BFCL task declares the classes it involves).
 CLASSES_SQL = """
@@ -124,13 +127,21 @@ def build_store(db: Path, n_tasks: int, k: int, seed: int) -> dict[str, float]:
     return timings
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=200, help="multi_turn_base tasks (at most 200)")
     parser.add_argument("--k", type=int, default=8, help="rollouts per task and step (a group)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db", type=Path, default=None, help="the store to build (default: a temporary file)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--smoke", action="store_true", help=f"the smallest size, to check that the script works "
+                        f"({SMOKE['tasks']} tasks x {SMOKE['k']} rollouts; --tasks and --k are ignored)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
     db = args.db or Path(tempfile.mkdtemp()) / "patterns-bench.duckdb"
     if db.exists():
         sys.exit(f"{db} exists; pass another --db")

@@ -2,6 +2,7 @@
 batch of 512 GRPO groups (K = 8) drawn from them.
 
     python bench/sampling_bench.py [--tasks 1000000] [--batch 512] [-k 8] [--batches 1000]
+    python bench/sampling_bench.py --smoke       # 1,000 tasks: checks that the script works
 
 The store is a temporary DuckDB file with N tasks (one in 50 'synthesized') and a few scored rollouts for one
 task in 10, so the coevolve strategy has signals to weigh. Target: a batch far below a training step (< 10 ms).
@@ -19,6 +20,9 @@ import numpy as np
 from coevolve_engine.curriculum import WeightedGroupSampler, compute_weights, load_weights
 from coevolve_engine.store import Store
 
+#: ``--smoke``: the smallest size that runs every part (a few seconds); the other size options are ignored.
+SMOKE = {"tasks": 1_000, "batch": 16, "k": 4, "batches": 20}
+
 
 def build_store(path: Path, n_tasks: int) -> Store:
     store = Store(path)
@@ -33,13 +37,22 @@ def build_store(path: Path, n_tasks: int) -> Store:
     return store
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--batches", type=int, default=1000)
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"the smallest size, to check that the script works ({SMOKE['tasks']:,} tasks, batches of "
+                             f"{SMOKE['batch']}; the other size options are ignored)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
 
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()

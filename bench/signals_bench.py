@@ -2,8 +2,10 @@
 
     python bench/signals_bench.py                 # 10 million trajectories, 100,000 tasks, 30 steps, groups of 8
     python bench/signals_bench.py --n 1000000     # a quicker run
+    python bench/signals_bench.py --smoke         # 4,000 trajectories: checks that the script works
 
-It generates the trajectories (Parquet), ingests them into a fresh store, then computes every public
+It generates the tasks and the trajectories (Parquet), ingests the tasks, then the trajectories (the time
+printed), into a fresh store, then computes every public
 signal view three ways: the store's SQL views, the plain-Python reference (``coevolve_engine.signals_reference``)
 and pandas (below). It checks that all three agree row for row and prints the times and the ratios.
 
@@ -41,11 +43,19 @@ TOOLS = ["ls", "cd", "cat", "grep", "mv", "cp", "touch", "echo", "sort", "wc", "
          "get_ticket", "post_tweet", "send_message", "book_flight", "get_balance", "buy_stock"]
 
 
-def generate(path: Path, n: int, tasks: int, steps: int, group: int, seed: int) -> int:
-    """Write about n trajectories to a Parquet file; return how many were written."""
+#: ``--smoke``: the smallest size that runs every part (a few seconds); the other size options are ignored.
+SMOKE = {"n": 4_000, "tasks": 100, "steps": 10}
+
+
+def generate(path: Path, n: int, tasks: int, steps: int, group: int, seed: int, *,
+             tasks_path: Path | None = None) -> int:
+    """Write about n trajectories to a Parquet file (and their tasks to ``tasks_path``); return how many
+    trajectories were written."""
     rng = np.random.default_rng(seed)
     groups_per_step = max(1, min(tasks, n // (group * steps)))
     task_names = pa.array([f"task-{i:06d}" for i in range(tasks)])
+    if tasks_path is not None:
+        pq.write_table(pa.table({"task_id": task_names, "source": pa.array(["bench"] * tasks)}), tasks_path)
     # task difficulty is U-shaped, as in RL on a fixed task set: many tasks nearly always or never solved,
     # so about half of the groups have mixed outcomes (the paper's boundary share is about half)
     base = rng.beta(0.4, 0.4, tasks)
@@ -204,7 +214,7 @@ def from_rows(rows: list[tuple], columns: list[str]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=columns, orient="row", infer_schema_length=None)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=10_000_000, help="trajectories to generate")
     parser.add_argument("--tasks", type=int, default=100_000, help="tasks")
@@ -213,19 +223,31 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--skip-python", action="store_true", help="skip the (slow) plain-Python reference")
     parser.add_argument("--workdir", type=Path, default=None, help="where to write data (default: a temp dir)")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"the smallest size, to check that the script works ({SMOKE['n']:,} trajectories, "
+                             f"{SMOKE['tasks']} tasks, {SMOKE['steps']} steps; --n, --tasks and --steps are ignored)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="coevolve-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    data, db = workdir / "trajectories.parquet", workdir / "bench.duckdb"
+    data, task_data, db = workdir / "trajectories.parquet", workdir / "tasks.parquet", workdir / "bench.duckdb"
     db.unlink(missing_ok=True)
 
     t0 = time.perf_counter()
-    n = generate(data, args.n, args.tasks, args.steps, args.group, args.seed)
+    n = generate(data, args.n, args.tasks, args.steps, args.group, args.seed, tasks_path=task_data)
     print(f"generated {n:,} trajectories over {args.tasks:,} tasks, {args.steps} steps, groups of {args.group}"
           f" in {time.perf_counter() - t0:.1f} s")
 
     with Store(db) as store:
+        t0 = time.perf_counter()
+        tasks_report = store.ingest_tasks(task_data)  # every trajectory names a stored task
+        print(f"stored {tasks_report.added:,} tasks in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         report = store.ingest_trajectories(data)
         print(f"ingested {report.added:,} in {time.perf_counter() - t0:.1f} s")

@@ -1,6 +1,7 @@
 """Measure the synthesis chain on a store with more than 1,000 flagged trajectories.
 
     python bench/synthesis_bench.py            # 200 BFCL multi_turn_base tasks x 8 rollouts x 2 steps
+    python bench/synthesis_bench.py --smoke    # 8 tasks x 4 rollouts, 4 candidates: checks that the script works
 
 It builds the store of bench/patterns_bench.py (rollouts played in the real BFCL environment with seeded
 mistakes), then times each phase: patterns (embed and cluster the trajectories flagged at the last step),
@@ -37,14 +38,27 @@ MOCK_SUMMARY = json.dumps({
 })
 
 
-def main(argv: list[str] | None = None) -> None:
+#: ``--smoke``: the smallest size that runs every phase (seconds); the other size options are ignored.
+SMOKE = {"tasks": 8, "k": 4, "candidates": 4}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=200, help="multi_turn_base tasks (at most 200)")
     parser.add_argument("--k", type=int, default=8, help="rollouts per task and step (a group)")
     parser.add_argument("--candidates", type=int, default=100, help="candidates to synthesize")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db", type=Path, default=None, help="the store to build (default: a temporary file)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--smoke", action="store_true", help=f"the smallest size, to check that the script works "
+                        f"({SMOKE['tasks']} tasks x {SMOKE['k']} rollouts, {SMOKE['candidates']} candidates; "
+                        "the other size options are ignored)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
     db = args.db or Path(tempfile.mkdtemp()) / "synthesis-bench.duckdb"
     if db.exists():
         sys.exit(f"{db} exists; pass another --db")

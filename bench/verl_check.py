@@ -289,14 +289,20 @@ def route_overrides(blocks: list[dict], weighted: bool) -> list[str]:
     raise SystemExit(f"README.md prints no {'weighted' if weighted else 'uniform'} verl command")
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--venv", type=Path, required=True, help="The virtual environment with verl (outside the "
                                                                   "repository, e.g. /tmp/verl-venv).")
     parser.add_argument("--install", action="store_true", help="Create the venv or complete it first.")
     parser.add_argument("--verl-version", default="0.9.1", help="The verl release --install installs.")
+    parser.add_argument("--smoke", action="store_true", help="Accepted as every bench script accepts it: the check "
+                                                                  "has one size, already a small one.")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.child:
         return child(args.child)
     venv = args.venv.resolve()
