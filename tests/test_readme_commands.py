@@ -26,7 +26,7 @@ are looked for when it runs, not when it is parsed. A `python bench/X.py` comman
 Which commands run for real (on a scratch store made by `coevolve-engine init --sample`, in a scratch folder):
 those whose command is in ``RUNS`` (commands that read or write the store alone: no model, environment,
 trainer or network), that contain no placeholder, and that name no file but the store (`--db` is pointed at
-the scratch store; one naming another store, such as `--compare`, is parsed only). A command fed by
+the scratch store; one naming another file, such as `--compare` or `--read`, is parsed only). A command fed by
 `echo "..." |` gets the echoed text on its input. Each must exit 0 with no traceback.
 """
 
@@ -55,7 +55,7 @@ PREFIXES = ("coevolve-engine", ".venv/bin/coevolve-engine", "python bench/", "py
 #: Commands that read or write the store alone, run for real when they name no placeholder and no other file.
 RUNS = {"init", "query", "signals", "migrations", "candidates", "weights", "sample", "drift", "report"}
 #: Options whose value is a file other than the store: a command giving one is parsed, not run.
-OTHER_FILES = {"--compare"}
+OTHER_FILES = {"--compare", "--read"}
 
 
 @dataclass(frozen=True)
