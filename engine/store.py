@@ -88,7 +88,7 @@ def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConne
                     f"DuckDB said: {exc}"
                 ) from exc
             time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            delay = min(delay * 2, 0.1)  # a writer between two short units leaves short gaps: look often
             continue
         return con
 
