@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Iterator
 
 import duckdb
+import pyarrow as pa
 
 from coevolve_engine import sqlfiles
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
@@ -341,16 +342,37 @@ def _check_known_tasks(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> 
         )
 
 
-def _insert_trajectories(work: duckdb.DuckDBPyConnection, con: duckdb.DuckDBPyConnection, ingest_id: int,
+def _prepare_trajectories(work: duckdb.DuckDBPyConnection) -> dict[str, pa.Table]:
+    """The rows to insert, before the lock: the placeholder tasks the store lacks (used with ``create_tasks``),
+    and the trajectories it lacks in the store's column types (JSON parsed, action patterns built). They are
+    handed over as Arrow tables, whole: DuckDB appends a materialized table faster than it pulls a stream (2.0 s
+    against 3.0 s for 1M rows on 2 busy cores), and the lock is held meanwhile."""
+    work.execute("""
+        CREATE OR REPLACE TEMP TABLE ingest_new_tasks AS
+        SELECT task_id, min(_line) AS line FROM ingest_resolved ANTI JOIN tasks USING (task_id)
+        GROUP BY task_id ORDER BY min(_line)
+    """)
+    work.execute(next(view.sql for view in sqlfiles.views() if view.name == "action_pattern_from_names"))
+    work.execute("""
+        CREATE OR REPLACE TEMP TABLE ingest_new AS
+        SELECT r.resolved_id AS trajectory_id, r.task_id, CAST(r.step AS BIGINT) AS step, r.group_id, r.reward,
+               r.success, action_pattern_from_names(r.action_names) AS action_pattern,
+               CAST(r.actions AS JSON) AS actions, CAST(r.messages AS JSON) AS messages, r.policy,
+               CAST(r.meta AS JSON) AS meta, r.error, r._line AS ingest_line
+        FROM ingest_resolved AS r
+        ANTI JOIN trajectories AS t ON t.trajectory_id = r.resolved_id
+        ORDER BY r._line
+    """)
+    return {name: work.sql(f"SELECT * FROM {name}").to_arrow_table() for name in ("ingest_new_tasks", "ingest_new")}
+
+
+def _insert_trajectories(prepared: dict[str, pa.Table], con: duckdb.DuckDBPyConnection, ingest_id: int,
                          create_tasks: bool) -> int:
     """Under the lock, on the store's ``con``: a placeholder task for each task id the store lacks (with
-    ``create_tasks``; a later ingest of the real task fills it in), then the trajectories it lacks, both as
-    ``work`` prepared them against the mirror."""
+    ``create_tasks``; a later ingest of the real task fills it in), then the trajectories it lacks, as
+    ``_prepare_trajectories`` left them."""
     if create_tasks:
-        con.register("ingest_new", work.sql("""
-            SELECT task_id, min(_line) AS line FROM ingest_resolved ANTI JOIN tasks USING (task_id)
-            GROUP BY task_id ORDER BY min(_line)
-        """).to_arrow_table())
+        con.register("ingest_new", prepared["ingest_new_tasks"])
         try:
             con.execute("""
                 INSERT INTO tasks (task_id, source, meta, split, ingest_id, ingest_line)
@@ -359,18 +381,7 @@ def _insert_trajectories(work: duckdb.DuckDBPyConnection, con: duckdb.DuckDBPyCo
             """, {"ingest_id": ingest_id})
         finally:
             con.unregister("ingest_new")
-    # the new rows in the store's column types, JSON parsed and patterns built here rather than under the lock
-    work.execute(next(view.sql for view in sqlfiles.views() if view.name == "action_pattern_from_names"))
-    reader = work.sql("""
-        SELECT r.resolved_id AS trajectory_id, r.task_id, CAST(r.step AS BIGINT) AS step, r.group_id, r.reward,
-               r.success, action_pattern_from_names(r.action_names) AS action_pattern,
-               CAST(r.actions AS JSON) AS actions, CAST(r.messages AS JSON) AS messages, r.policy,
-               CAST(r.meta AS JSON) AS meta, r.error, r._line AS ingest_line
-        FROM ingest_resolved AS r
-        ANTI JOIN trajectories AS t ON t.trajectory_id = r.resolved_id
-        ORDER BY r._line
-    """).to_arrow_reader(1 << 16)
-    con.register("ingest_new", reader)
+    con.register("ingest_new", prepared["ingest_new"])
     try:
         return con.execute(
             """
@@ -425,17 +436,24 @@ def _check_task_conflicts(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) 
         )
 
 
-def _insert_tasks(work: duckdb.DuckDBPyConnection, con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
-    """Under the lock, on the store's ``con``: fill in the placeholders the file names and insert the new tasks,
-    as ``work`` prepared them against the mirror; returns how many were added or filled."""
-    con.register("ingest_new", work.sql(f"""
+def _prepare_tasks(work: duckdb.DuckDBPyConnection) -> dict[str, pa.Table]:
+    """The rows to insert, before the lock: new tasks, and those that fill in a stored placeholder."""
+    work.execute(f"""
+        CREATE OR REPLACE TEMP TABLE ingest_new AS
         SELECT s.task_id, s.env, s.prompt, CAST(s.spec AS JSON) AS spec, s.source, CAST(s.meta AS JSON) AS meta,
                coalesce(s.split, 'train') AS split, s._line AS ingest_line,
                t.task_id IS NOT NULL AS fills
         FROM {_STAGED} AS s LEFT JOIN tasks AS t USING (task_id)
         WHERE t.task_id IS NULL OR {_PLACEHOLDER}
         ORDER BY s._line
-    """).to_arrow_table())
+    """)
+    return {"ingest_new": work.sql("SELECT * FROM ingest_new").to_arrow_table()}
+
+
+def _insert_tasks(prepared: dict[str, pa.Table], con: duckdb.DuckDBPyConnection, ingest_id: int) -> int:
+    """Under the lock, on the store's ``con``: fill in the placeholders the file names and insert the new tasks,
+    as ``_prepare_tasks`` left them; returns how many were added or filled."""
+    con.register("ingest_new", prepared["ingest_new"])
     try:
         filled = con.execute(f"""
             UPDATE tasks AS t SET env = s.env, prompt = s.prompt, spec = s.spec, source = s.source, meta = s.meta,
@@ -534,22 +552,28 @@ def _ingest(
         with open_store(True) as store:
             keys, watermark = read_mirror(store.con, work, kind)
         _check_against_store(work, path, fmt, kind, create_tasks)
+        prepared = _prepare(work, kind)
         with open_store(False) as store, store.transaction() as con:
-            if catch_up(con, work, kind, keys, watermark):
+            if catch_up(con, work, kind, keys, watermark):  # another writer ingested since the read
                 _check_against_store(work, path, fmt, kind, create_tasks)
+                prepared = _prepare(work, kind)
             ingest_id = con.execute(
                 "INSERT INTO ingests (kind, path, format, sha256, records, added) "
                 "VALUES ($kind, $path, $format, $sha, $records, 0) RETURNING ingest_id",
                 {"kind": kind, "path": label, "format": fmt, "sha": sha, "records": records},
             ).fetchall()[0][0]
-            added = _insert_trajectories(work, con, ingest_id, create_tasks) if kind == "trajectories" \
-                else _insert_tasks(work, con, ingest_id)
+            added = _insert_trajectories(prepared, con, ingest_id, create_tasks) if kind == "trajectories" \
+                else _insert_tasks(prepared, con, ingest_id)
             con.execute("UPDATE ingests SET added = $added WHERE ingest_id = $id", {"added": added, "id": ingest_id})
     except duckdb.Error as exc:
         raise IngestError(label, f"could not be ingested: {exc}") from exc
     finally:
         work.close()
     return IngestReport(label, kind, fmt, records, added, ingest_id)
+
+
+def _prepare(work: duckdb.DuckDBPyConnection, kind: str) -> dict[str, pa.Table]:
+    return _prepare_trajectories(work) if kind == "trajectories" else _prepare_tasks(work)
 
 
 def _check_against_store(work: duckdb.DuckDBPyConnection, path: Path, fmt: str, kind: str,
