@@ -1,7 +1,7 @@
 """Benchmark: does `query` answer while something writes the store? How long does each writer hold the lock?
 
-    python bench/lock_bench.py            # 1M-row ingests (JSON lines, Parquet), the quick demo, patterns,
-                                          # synthesize, validate, report
+    python bench/lock_bench.py            # 1M-row ingests (JSON lines, Parquet), the quick demo, then
+                                          # patterns, synthesize, validate, weights, report on its store
     python bench/lock_bench.py --smoke    # the same writers at a tiny size, in well under a minute
     python bench/lock_bench.py --rows 200000 --only ingest-jsonl,ingest-parquet
 
@@ -40,7 +40,7 @@ from coevolve_engine.store import Store
 _SCRIPT = Path(sys.executable).parent / "coevolve-engine"
 ENGINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "coevolve_engine.cli"]
 QUERY = "select count(*) from trajectories"
-WRITERS = ("ingest-jsonl", "ingest-parquet", "demo", "patterns", "synthesize", "validate", "report")
+WRITERS = ("ingest-jsonl", "ingest-parquet", "demo", "patterns", "synthesize", "validate", "weights", "report")
 
 
 @dataclass
@@ -249,6 +249,7 @@ def main() -> int:
                 "patterns": engine("patterns", "--db", db, "--round", latest),
                 "synthesize": engine("synthesize", "--db", db, "--round", latest, "--synthesizer", "offline:calc"),
                 "validate": engine("validate", "--db", db, "--round", latest, "--no-progress"),
+                "weights": engine("weights", "--db", db),
                 "report": engine("report", "--db", db, "-o", folder / "report.html", "--force"),
             }
             for name in (name for name in WRITERS if name in commands and name in only):

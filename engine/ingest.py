@@ -363,7 +363,9 @@ def _prepare_trajectories(work: duckdb.DuckDBPyConnection) -> dict[str, pa.Table
         ANTI JOIN trajectories AS t ON t.trajectory_id = r.resolved_id
         ORDER BY r._line
     """)
-    return {name: work.sql(f"SELECT * FROM {name}").to_arrow_table() for name in ("ingest_new_tasks", "ingest_new")}
+    prepared = {name: work.sql(f"SELECT * FROM {name}").to_arrow_table() for name in ("ingest_new_tasks", "ingest_new")}
+    work.execute("DROP TABLE ingest_new")  # the Arrow table holds it now
+    return prepared
 
 
 def _insert_trajectories(prepared: dict[str, pa.Table], con: duckdb.DuckDBPyConnection, ingest_id: int,
@@ -549,6 +551,7 @@ def _ingest(
         _check_unique(work, path, fmt, "trajectory_id" if kind == "trajectories" else "task_id")
         if kind == "trajectories":
             _resolve_trajectories(work)
+            work.execute(f"DROP TABLE {_STAGED}")  # ingest_resolved holds all of it: one copy in memory, not two
         with open_store(True) as store:
             keys, watermark = read_mirror(store.con, work, kind)
         _check_against_store(work, path, fmt, kind, create_tasks)
