@@ -235,9 +235,9 @@ def main() -> int:
                 subprocess.run(engine("init", "--db", db), check=True, capture_output=True, env=environment())
                 since = time.time()
                 demo = engine("demo", "--quick", "--dir", demo_folder)
-                if args.smoke:  # one round of one step: every phase runs, briefly
+                if args.smoke:  # one round of one step, no evaluation, no feedback: what is left runs briefly
                     demo += ["--rounds", "1", "--set", "warmup.steps=2", "--set", "trainer.steps_per_round=1",
-                             "--set", "eval.every=0"]
+                             "--set", "eval.every=0", "--set", "synthesis.synthesizer=none"]
                 measure("demo --quick", db, demo)
                 for round_, phase, longest, count in phase_holds(db, since):
                     shown = "-" if longest is None else f"{longest:.2f} s"
