@@ -2,15 +2,15 @@
 
     python bench/lock_bench.py            # 1M-row ingests (JSON lines, Parquet), the quick demo, then
                                           # patterns, synthesize, validate, weights, report on its store
-    python bench/lock_bench.py --smoke    # the same writers at a tiny size, in well under a minute
+    python bench/lock_bench.py --smoke    # the same writers at a tiny size (mostly start-up time)
     python bench/lock_bench.py --rows 200000 --only ingest-jsonl,ingest-parquet
 
 While each writer runs, another process runs ``coevolve-engine query "select count(*) from trajectories"``
 every 0.5 s (the command itself, called in that process: see ``reader``). A query's *wait* is how long after it
 was due it answered, minus the median time of the same query on the idle store (measured first): what it spent
-waiting for the store. Every writer runs with ``COEVOLVE_LOCK_HOLDS=1``, so each of its writing opens records in ``lock_holds``
-how long it held the lock (``sql/migrations/010_lock_holds.sql``); the holds of a run's phases are those that
-overlap the phase's ``run_phases.started_at .. finished_at``.
+waiting for the store. Every writer runs with ``COEVOLVE_LOCK_HOLDS=1``, so each of its writing opens records
+in ``lock_holds`` how long it held the lock (``sql/migrations/010_lock_holds.sql``); the holds of a run's phases
+are those that overlap the phase's ``run_phases.started_at .. finished_at``.
 
 Printed, one line per writer (the result lines; --smoke prints the same):
 
@@ -167,8 +167,9 @@ def result_line(name: str, watch: Watch, held: list, seconds: float, code: int) 
     hold = f"longest hold {top[1]:.2f} s ({top[0]})" if top else "longest hold - (no writing open)"
     status = "" if code == 0 else f"; writer exited {code}"
     failed = f"; {len(watch.failures)} failed: {watch.failures[0]}" if watch.failures else ""
+    median = statistics.median(waits) if waits else 0.0
     return (f"{name:<15} queries {watch.answered}/{watch.started} answered, longest wait {longest_wait:.2f} s "
-            f"(median {statistics.median(waits) if waits else 0:.2f} s, beyond its {watch.idle:.2f} s on the idle store); {hold}; {len(held)} holds, "
+            f"(median {median:.2f} s, beyond its {watch.idle:.2f} s on the idle store); {hold}; {len(held)} holds, "
             f"{sum(h[1] for h in held):.2f} s in all; writer {seconds:.1f} s{status}{failed}")
 
 
@@ -189,7 +190,9 @@ def generate_trajectories(folder: Path, rows: int) -> tuple[Path, Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="a tiny size of everything, in well under a minute")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a tiny size of everything (2,000 rows, a demo of one step without feedback); what is "
+                             "left is the start-up of the demo and of each command")
     parser.add_argument("--rows", type=int, default=1_000_000, help="trajectories each ingest reads")
     parser.add_argument("--only", default=",".join(WRITERS), help=f"comma-separated writers of {WRITERS}")
     parser.add_argument("--every", type=float, default=0.5, help="seconds between two queries")

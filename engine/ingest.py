@@ -484,8 +484,8 @@ def ingest_file(store: "Store", path: Path, *, kind: str, format: str | None = N
     the store lacks. The file is read and checked on a private connection; ``ingest_path`` also leaves the store
     unlocked meanwhile."""
     fmt = detect_format(path, format)
-    return _ingest(_held(store, str(path)), str(path), fmt, kind, lambda con: open_source(con, path, fmt, FIELDS[kind]),
-                   create_tasks=create_tasks)
+    return _ingest(_held(store, str(path)), str(path), fmt, kind,
+                   lambda con: open_source(con, path, fmt, FIELDS[kind]), create_tasks=create_tasks)
 
 
 def ingest_path(db: Path, path: Path, *, kind: str, format: str | None = None, create_tasks: bool = False,

@@ -9,8 +9,9 @@ can touch: the rows sharing an id, group or task with the file. ``read_mirror`` 
 Every write to ``tasks`` and ``trajectories`` is an ingest, and every ingest's rows carry its ``ingest_id``
 (a sequence, so a later ingest has a larger one). ``watermark`` is the largest ``ingest_id`` the mirror has
 seen; under the lock, ``catch_up`` copies whatever was ingested since (another writer's rows) into the mirror,
-so the checks can be rerun against the store as it is now. Data cross between connections as Arrow tables,
-which DuckDB scans in place.
+so the checks can be rerun against the store as it is now. A row deleted meanwhile (a resumed run removing an
+interrupted round's rollouts) is not looked for: the ingest then counts a record it saw as already stored, as
+if it had run before the deletion. Data cross between connections as Arrow tables, which DuckDB scans in place.
 """
 
 from __future__ import annotations

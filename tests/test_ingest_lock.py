@@ -84,9 +84,10 @@ def test_a_conflict_that_arrives_meanwhile_is_refused_under_the_lock(tmp_path, d
     changed = [{**rollouts(7, 8)[0], "trajectory_id": "fixed", "reward": 1.0}]
     between_read_and_write(lambda: cli_ingest(db_path, write_jsonl(tmp_path / "other.jsonl", changed),
                                               wait=0).check_returncode())
-    mine = [{**record, "trajectory_id": "fixed" if n == 7 else f"mine-{n}"} for n, record in enumerate(rollouts(0, 10))]
-    with pytest.raises(IngestError, match=r"mine.jsonl, line 8, field 'trajectory_id': trajectory 'fixed' is "
-                                          r"already in the store with different content \(from .*other.jsonl, line 1\)"):
+    mine = [{**record, "trajectory_id": "fixed" if n == 7 else f"mine-{n}"}
+            for n, record in enumerate(rollouts(0, 10))]
+    with pytest.raises(IngestError, match=r"mine.jsonl, line 8, field 'trajectory_id': trajectory 'fixed' is already "
+                                          r"in the store with different content \(from .*other.jsonl, line 1\)"):
         ingest_path(db_path, write_jsonl(tmp_path / "mine.jsonl", mine), kind="trajectories", create_tasks=True)
     assert stored(db_path) == (1, 1, 1, 1)  # the other file's record and placeholder task only
 
