@@ -16,6 +16,7 @@ wait (``wait`` seconds, retrying) for the lock instead of failing at once.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,7 +88,7 @@ def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConne
                     f"DuckDB said: {exc}"
                 ) from exc
             time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            delay = min(delay * 2, 0.1)  # a writer between two short units leaves short gaps: look often
             continue
         return con
 
@@ -111,6 +112,11 @@ def _create_file(path: Path) -> None:
     finally:
         draft.unlink(missing_ok=True)
         draft.with_name(draft.name + ".wal").unlink(missing_ok=True)
+
+
+def _command() -> str:
+    """This process as lock_holds names it: its program and first argument."""
+    return " ".join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:2]])
 
 
 def applied_migrations(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -142,7 +148,12 @@ class Store:
             raise StoreError(f"{self.path} is a directory, not a store file")
         if not self.path.exists():
             _create_file(self.path)
+        requested = time.monotonic()
         self.con = connect(self.path, read_only=read_only, wait=wait)
+        self._locked_at = time.monotonic()
+        self._waited = self._locked_at - requested
+        #: whether close records this open's hold in lock_holds (sql/migrations/010_lock_holds.sql)
+        self._record_hold = not read_only and os.environ.get("COEVOLVE_LOCK_HOLDS", "") not in ("", "0")
         self._transaction_depth = 0
         #: whether this open (re)built the views: persistent ones (writable) or temporary ones (read-only)
         self.views_built = False
@@ -167,6 +178,15 @@ class Store:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self._record_hold:
+            self._record_hold = False
+            try:
+                self.con.execute(
+                    "INSERT INTO lock_holds (command, pid, waited, seconds) VALUES ($command, $pid, $waited, $seconds)",
+                    {"command": _command(), "pid": os.getpid(), "waited": self._waited,
+                     "seconds": time.monotonic() - self._locked_at})
+            except duckdb.Error:
+                pass  # a store this open could not migrate, or a failed transaction: nothing to record into
         self.con.close()
 
     def __enter__(self) -> "Store":

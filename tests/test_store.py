@@ -82,17 +82,16 @@ def test_a_migration_rebuilds_the_views(db_path):
     the last migration under stamped views)."""
     import duckdb as raw
 
-    assert sqlfiles.migrations()[-1].name == "008_store_lease"
+    assert sqlfiles.migrations()[-1].name == "010_lock_holds"
     Store(db_path).close()
     con = raw.connect(str(db_path))
-    con.execute("DELETE FROM schema_migrations WHERE name = '008_store_lease'")
-    con.execute("DROP TABLE store_lease")
-    con.execute("ALTER TABLE tasks DROP COLUMN ingest_line")
-    con.execute("ALTER TABLE trajectories DROP COLUMN ingest_line")
+    con.execute("DELETE FROM schema_migrations WHERE name = '010_lock_holds'")
+    con.execute("DROP TABLE lock_holds")
+    con.execute("DROP SEQUENCE hold_id_seq")
     con.close()
     with Store(db_path) as store:
         assert store.views_built
-        assert store.migration_status()[-1] == ("008_store_lease", True)
+        assert store.migration_status()[-1] == ("010_lock_holds", True)
 
 
 def test_read_only_open_changes_nothing_and_sees_current_views(db_path):

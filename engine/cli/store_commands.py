@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import create_option, db_option, renamed, require_store, wait_option
-from coevolve_engine.ingest import FORMATS
+from coevolve_engine.ingest import FORMATS, ingest_path
 from coevolve_engine.records import FIELDS
 from coevolve_engine import sqlfiles
 from coevolve_engine.store import Store, applied_migrations, check_intact, connect
@@ -69,15 +69,15 @@ def ingest(kind: str, files_: tuple[Path, ...], layout: str | None, create_tasks
     the file, line (or row) and field. Records already in the store are skipped, so ingesting the same file
     twice adds nothing. Ingesting stops at the first file that fails; the files before it stay ingested.
     Trajectories must name tasks already in the store (ingest the tasks first, or pass --create-tasks).
+    A file is read and checked before the store is locked: `query` gets through meanwhile.
     """
     if create_tasks and kind != "trajectories":
         raise click.BadParameter("only trajectories name tasks that may be missing", param_hint="--create-tasks")
     require_store(db, create)
-    with Store(db, wait=wait) as store:
-        for path in files_:
-            report = store.ingest_trajectories(path, format=layout, create_tasks=create_tasks) \
-                if kind == "trajectories" else store.ingest_tasks(path, format=layout)
-            click.echo(f"{path}: {report.records} records, {report.added} added, {report.skipped} already present")
+    Store(db, wait=wait).close()  # create or migrate it; each file then holds it only for its insert
+    for path in files_:
+        report = ingest_path(db, path, kind=kind, format=layout, create_tasks=create_tasks, wait=wait)
+        click.echo(f"{path}: {report.records} records, {report.added} added, {report.skipped} already present")
 
 
 @click.command()

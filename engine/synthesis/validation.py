@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from coevolve_engine.embeddings import text_hash
 from coevolve_engine.errors import CoevolveError, IngestError
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import (
@@ -138,13 +139,19 @@ def validate_candidates(
     session = _StoreSession(store_path, wait)
     report = ValidationReport()
     try:
-        candidates = pending_candidates(session.store, round)
-        if not candidates:
-            return report
-        novelty = _Novelty(session.store, candidates, embedder)
+        # read and embed without holding the store for writing (loading the model and embedding the prompts take
+        # seconds): `query` gets through meanwhile; the new vectors are cached in a short write afterwards
+        with Store(store_path, read_only=True, create=False, wait=wait) as reading:
+            candidates = pending_candidates(reading, round)
+            if not candidates:
+                return report
+            novelty = _Novelty(reading, candidates, embedder)
+        if novelty.fresh:
+            novelty.cache(session.store)
         checker = _Checker(env, novelty, novelty_threshold, agent, k, max_success_rate, judge, concurrency, session,
                            runnable_only)
         for candidate in candidates:
+            session.close()  # the checks need no store: each verdict holds it only while it is written
             verdict = checker.verdict(candidate)
             verdict = _record(session.store, candidate, verdict)
             if verdict is None:  # another validator decided it meanwhile
@@ -194,13 +201,20 @@ class _Novelty:
             "WHERE list_contains($envs, env) AND prompt IS NOT NULL AND prompt <> '' ORDER BY task_id",
             {"envs": envs}).fetchall()
         texts = [prompt for _, prompt, _ in rows] + [c.prompt for c in candidates]
-        embedder.store = store  # cache the vectors in this store (the embedder writes in a transaction of its own)
-        vectors = embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        # the store's cached vectors, and the model's for the rest (``cache`` stores those)
+        self._embedder, known = embedder, embedder.cached(store, texts) if texts else {}
+        self.fresh = embedder.compute([text for text in texts if text_hash(text) not in known])
+        known.update(self.fresh)
+        vectors = np.stack([known[text_hash(text)] for text in texts]) if texts else np.zeros((0, 0), np.float32)
         self._known: dict[str, list[np.ndarray]] = {name: [] for name in envs}
         self._held_out: dict[str, list[np.ndarray]] = {name: [] for name in envs}
         for (env, _, held_out), vector in zip(rows, vectors):
             (self._held_out if held_out else self._known)[env].append(vector)
         self._vectors = {c.candidate_id: vectors[len(rows) + i] for i, c in enumerate(candidates)}
+
+    def cache(self, store: Store) -> None:
+        """Keep the vectors the model computed in ``store``'s cache of embeddings."""
+        self._embedder.save(store, self.fresh)
 
     def similarity(self, candidate: Candidate) -> float:
         """Highest cosine similarity of the candidate's prompt to the known (training and accepted) prompts of
