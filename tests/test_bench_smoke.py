@@ -103,6 +103,16 @@ SCRIPTS: dict[str, list[str]] = {
         r"^Target \(issue 18\):", r"^- weighted minus fixed: ",
         r"^written: .*table\.md, .*heldout\.png, .*results\.csv, .*tasks\.csv$",
     ],
+    "lock_bench.py": [
+        r"^[\d,]+ trajectories of [\d,]+ tasks \(--create-tasks\), a query every ",
+        r"^ingest-jsonl +queries (\d+)/\1 answered, longest wait [\d.]+ s .*; longest hold [\d.]+ s ",
+        r"^ingest-parquet +queries (\d+)/\1 answered, longest wait [\d.]+ s .*; longest hold [\d.]+ s ",
+        r"^demo --quick +queries (\d+)/\1 answered, longest wait ", r"^  round 0 train +longest hold ",
+        r"^patterns +queries (\d+)/\1 answered", r"^synthesize +queries (\d+)/\1 answered",
+        r"^validate +queries (\d+)/\1 answered", r"^weights +queries (\d+)/\1 answered",
+        r"^report +queries (\d+)/\1 answered, .*longest hold - \(no writing open\)",
+        r"^load average \(1 min\) at each start: ",
+    ],
     "verl_check.py": [r"^1\. each override, composed on its own",
                       r"^2\. our exported Parquet in verl's dataset classes", r"^all checks passed against verl "],
 }
