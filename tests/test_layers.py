@@ -18,7 +18,7 @@ FOLDERS = {"engine": "coevolve_engine", "adapters": "coevolve_engine.adapters", 
 
 #: the modules of the bottom layer: the shared types and the store (with what the store itself runs on)
 CORE = ("core", "errors", "registry", "store", "sqlfiles", "sqlident", "records", "ingest", "ingest_sources",
-        "outputs", "lease")
+        "ingest_store", "outputs", "lease")
 LAYERS = ("core", "adapters", "trainers", "engine", "cli")
 
 
