@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coevolve_engine.core.ids import canonical_json  # the request hash's input: one text per value
+from coevolve_engine.core.json_input import read_json
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
@@ -109,7 +110,7 @@ def parse_json_answer(text: str | None) -> tuple[dict[str, Any] | None, str | No
     first_error = None
     for candidate in candidates:
         try:
-            value = json.loads(candidate)
+            value = read_json(candidate)
         except json.JSONDecodeError as exc:
             first_error = first_error or f"the answer is not valid JSON ({exc.msg} at line {exc.lineno} " \
                                          f"column {exc.colno})"

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.records import MAX_ROUND
 from coevolve_engine.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS
+
+#: the type of every --round option: a round the store can hold (its column is a 32-bit INTEGER)
+ROUND = click.IntRange(0, MAX_ROUND)
 
 db_option = click.option(
     "--db",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, long_job, signal_options, wait_option
+from coevolve_engine.cli.options import ROUND, db_option, long_job, signal_options, wait_option
 from coevolve_engine.store import Store
 
 
@@ -32,7 +32,7 @@ Inspect them with SQL:
   coevolve-engine query "select * from pattern_members where pattern_id = '0-1' order by distance"
   coevolve-engine query "select params from failure_patterns where round = 0 limit 1\""""
 )
-@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
+@click.option("--round", "round_", type=ROUND, default=None,
               help="The round to store the patterns as. [default: 1 + the latest round in failure_patterns, "
                    "0 for the first]")
 @click.option("--step", type=int, default=None,

@@ -21,14 +21,19 @@ def make_agent(model: str, **options: Any):
 def _template_kwargs(ctx, param, value: str | None) -> dict | None:
     import json
 
+    from coevolve_engine.core.json_input import DuplicateKeyError, read_json
+
     if value is None:
         return None
+    shown = value if len(value) <= 60 else value[:57] + "..."
     try:
-        parsed = json.loads(value)
+        parsed = read_json(value, unique_keys=True)
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON ({exc.msg}): {value!r}") from None
+        raise click.BadParameter(f"not JSON ({exc.msg}): {shown!r}") from None
+    except DuplicateKeyError as exc:
+        raise click.BadParameter(f"{exc}: {shown!r}") from None
     if not isinstance(parsed, dict):
-        raise click.BadParameter(f"must be a JSON object, e.g. '{{\"enable_thinking\": false}}', got {value!r}")
+        raise click.BadParameter(f"must be a JSON object, e.g. '{{\"enable_thinking\": false}}', got {shown!r}")
     return parsed
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, long_job, renamed, wait_option
+from coevolve_engine.cli.options import ROUND, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.store import Store
 
 
 def round_option(help: str):
-    return click.option("--round", "round_", type=click.IntRange(min=0), default=None, help=help)
+    return click.option("--round", "round_", type=ROUND, default=None, help=help)
 
 
 @click.command(epilog="""\b
