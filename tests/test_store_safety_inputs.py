@@ -213,3 +213,23 @@ def test_a_round_beyond_the_store_is_refused_naming_the_option(store_with_tasks,
     assert result.exit_code == 2
     assert "Invalid value for '--round': 99999999999 is not in the range 0<=x<=2147483647" in result.output
     assert table_hashes(store_with_tasks) == before
+
+
+@pytest.mark.parametrize("command, option, value, message", [
+    (["patterns"], "--seed", "99999999999", "0<=x<=4294967295"),  # was KMeans' InvalidParameterError
+    (["patterns"], "--seed", "-1", "0<=x<=4294967295"),
+    (["rollout", "--env", "calc", "--model", "reference", "--step", "0"], "-k", "99999999999",
+     "1<=x<=4096"),  # was a job list of 10^11 entries, built before the first rollout
+    (["rollout", "--env", "calc", "--model", "reference"], "--step", str(2**53), "0<=x<=9007199254740991"),
+    (["summarize", "--model", "m"], "--timeout", "99999999999", "0<x<=86400"),  # every call failed on time_t
+    (["run"], "--rounds", "99999999999", "1<=x<=10000"),  # the run planned every round before the first
+    (["demo", "--dir", "never-made"], "--seed", "99999999999", "0<=x<=4294967295"),
+])
+def test_an_option_value_no_run_can_use_is_refused_naming_the_option(store_with_tasks, command, option, value,
+                                                                      message):
+    before = table_hashes(store_with_tasks)
+    args = [*command, option, value] + ([] if command[0] == "demo" else ["--db", store_with_tasks])
+    result = invoke(*args)
+    assert result.exit_code == 2 and f"is not in the range {message}" in result.output, result.output
+    assert table_hashes(store_with_tasks) == before
+    assert not Path("never-made").exists()

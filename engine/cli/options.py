@@ -7,11 +7,17 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.records import MAX_ROUND
+from coevolve_engine.records import MAX_ROUND, MAX_STEP
 from coevolve_engine.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS
 
 #: the type of every --round option: a round the store can hold (its column is a 32-bit INTEGER)
 ROUND = click.IntRange(0, MAX_ROUND)
+#: the type of every option that names a training step: a step a trajectory may have
+STEP = click.IntRange(0, MAX_STEP)
+#: the type of run's and demo's --rounds: a run plans every round it has left when it starts
+ROUNDS = click.IntRange(1, 10_000)
+#: the type of every --seed option: the range numpy's legacy seeding, KMeans and set_seed accept
+SEED = click.IntRange(0, 2**32 - 1)
 
 db_option = click.option(
     "--db",
@@ -60,8 +66,8 @@ def endpoint_options(command):
         click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
                      help="API key for the model (default: the provider's usual environment variable). "
                           "Never stored."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-                     help="Seconds per model call."),
+        click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=60.0, show_default=True,
+                     help="Seconds per model call, at most 86400 (a day)."),
         click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
                      help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON)."),
     )):

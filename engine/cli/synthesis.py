@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import ROUND, db_option, endpoint_options, long_job, renamed, wait_option
+from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.store import Store
 
@@ -43,7 +43,7 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--no-cache", is_flag=True, help="llm: ask the models again even for requests answered before.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=20, show_default=True,
               help="Candidates to propose in all, shared among the patterns in proportion to their size.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of every random choice: the same store and seed give the same candidates.")
 @long_job("synthesize")
 @db_option
