@@ -16,6 +16,7 @@ import pytest
 from test_store_safety import invoke, table_hashes
 
 from coevolve_engine.core.ids import MAX_ID_LENGTH
+from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.core.json_input import MAX_JSON_DEPTH
 from coevolve_engine.errors import IngestError
 from coevolve_engine.store import Store
@@ -171,9 +172,9 @@ def test_a_task_id_that_cannot_be_told_apart_is_refused_at_every_way_in(store_wi
 def test_two_unicode_forms_of_one_name_are_one_task(store_with_tasks, jsonl, tmp_path):
     composed, decomposed = "caf\u00e9", "cafe\u0301"
     assert unicodedata.normalize("NFC", decomposed) == composed and composed != decomposed
-    assert invoke("ingest", "tasks", jsonl([{"task_id": decomposed, "prompt": "p"}]), "--db", store_with_tasks
-                  ).exit_code == 0
-    result = invoke("ingest", "tasks", jsonl([{"task_id": composed, "prompt": "p"}]), "--db", store_with_tasks)
+    task = {"env": "toy", "prompt": "p", "spec": {}}
+    assert invoke("ingest", "tasks", jsonl([{"task_id": decomposed, **task}]), "--db", store_with_tasks).exit_code == 0
+    result = invoke("ingest", "tasks", jsonl([{"task_id": composed, **task}]), "--db", store_with_tasks)
     assert result.exit_code == 0 and "0 added, 1 already present" in result.output
     rollouts = jsonl([{"task_id": decomposed, "step": 1, "reward": 1}, {"task_id": composed, "step": 1, "reward": 0}])
     assert invoke("ingest", "trajectories", rollouts, "--db", store_with_tasks).exit_code == 0
@@ -181,8 +182,10 @@ def test_two_unicode_forms_of_one_name_are_one_task(store_with_tasks, jsonl, tmp
                                                     "step": 2}))
     assert invoke("import-rollouts", dump, "--db", store_with_tasks).exit_code == 0
     with Store(store_with_tasks) as store:
-        store.add_records("tasks", [{"task_id": decomposed, "prompt": "p"}], label="candidate 1")
+        store.add_records("tasks", [{"task_id": decomposed, **task}], label="candidate 1")
         assert store.execute("SELECT task_id FROM tasks WHERE task_id LIKE 'caf%'").fetchall() == [(composed,)]
+        # a task named on the command line (rollout --task-id) is found in either spelling
+        assert [t["task_id"] for t in select_tasks(store, "toy", task_ids=[decomposed])] == [composed]
         assert store.execute("SELECT task_id, step, group_id FROM trajectories WHERE task_id LIKE 'caf%' "
                              "ORDER BY step, reward").fetchall() == [
             (composed, 1, f"{composed}@1"), (composed, 1, f"{composed}@1"), (composed, 2, f"{composed}@2")]
@@ -233,3 +236,14 @@ def test_an_option_value_no_run_can_use_is_refused_naming_the_option(store_with_
     assert result.exit_code == 2 and f"is not in the range {message}" in result.output, result.output
     assert table_hashes(store_with_tasks) == before
     assert not Path("never-made").exists()
+
+
+@pytest.mark.parametrize("option, value, worlds", [("--n", "99999999999", "299,999,999,997"),
+                                                   ("--max-worlds", "99999999999", "99,999,999,999")])
+def test_a_bootstrap_too_large_to_plan_is_refused_before_it_builds_its_worlds(store_with_tasks, option, value, worlds):
+    before = table_hashes(store_with_tasks)  # the worlds were built first: 3 x 10^11 of them, for hours
+    result = invoke("bootstrap", "--env", "calc", "--explorer-model", "openai/m", option, value,
+                    "--db", store_with_tasks)
+    assert result.exit_code == 1
+    assert f"max_worlds (--max-worlds; default 3 x n, --n) is {worlds}, more than 30,000" in result.output
+    assert table_hashes(store_with_tasks) == before
