@@ -68,8 +68,9 @@ def endpoint_options(command):
                           "Never stored."),
         click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=60.0, show_default=True,
                      help="Seconds per model call, at most 86400 (a day)."),
-        click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
-                     help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON)."),
+        click.option("--retries", type=click.IntRange(0, 100), default=2, show_default=True,
+                     help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON); the "
+                          "wait between tries doubles from 1 s up to a minute."),
     )):
         command = option(command)
     return command
