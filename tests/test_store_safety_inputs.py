@@ -226,16 +226,17 @@ def test_a_round_beyond_the_store_is_refused_naming_the_option(store_with_tasks,
     (["rollout", "--env", "calc", "--model", "reference"], "--step", str(2**53), "0<=x<=9007199254740991"),
     (["summarize", "--model", "m"], "--timeout", "99999999999", "0<x<=86400"),  # every call failed on time_t
     (["run"], "--rounds", "99999999999", "1<=x<=10000"),  # the run planned every round before the first
-    (["demo", "--dir", "never-made"], "--seed", "99999999999", "0<=x<=4294967295"),
+    (["demo"], "--seed", "99999999999", "0<=x<=4294967295"),
 ])
-def test_an_option_value_no_run_can_use_is_refused_naming_the_option(store_with_tasks, command, option, value,
-                                                                      message):
+def test_an_option_value_no_run_can_use_is_refused_naming_the_option(store_with_tasks, tmp_path, command, option,
+                                                                      value, message):
     before = table_hashes(store_with_tasks)
-    args = [*command, option, value] + ([] if command[0] == "demo" else ["--db", store_with_tasks])
-    result = invoke(*args)
+    demo = tmp_path / "demo"
+    where = ["--dir", demo] if command[0] == "demo" else ["--db", store_with_tasks]
+    result = invoke(*command, option, value, *where)
     assert result.exit_code == 2 and f"is not in the range {message}" in result.output, result.output
     assert table_hashes(store_with_tasks) == before
-    assert not Path("never-made").exists()
+    assert not demo.exists()
 
 
 @pytest.mark.parametrize("option, value, worlds", [("--n", "99999999999", "299,999,999,997"),
