@@ -51,10 +51,15 @@ def json_depth(text: str, limit: int | None = None) -> tuple[int, int | None]:
     return deepest, beyond
 
 
-def _beyond_limit(text: str) -> int | None:
-    """The offset of the first bracket nested deeper than ``MAX_JSON_DEPTH``, or None."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # too few to go deeper (counted at C speed)
+def _beyond_limit(text: str | bytes) -> int | None:
+    """The offset of the first bracket nested deeper than ``MAX_JSON_DEPTH`` (in the decoded text), or None."""
+    wide = isinstance(text, (bytes, bytearray))
+    # too few opening brackets to go deeper: counted at C speed, on bytes before decoding (a bracket is one
+    # byte in UTF-8, and holds one in UTF-16/32, so the count is never too low)
+    if text.count(b"[" if wide else "[") + text.count(b"{" if wide else "{") <= MAX_JSON_DEPTH:
         return None
+    if wide:
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
     return json_depth(text, MAX_JSON_DEPTH)[1]
 
 
@@ -73,12 +78,14 @@ def read_json(text: str | bytes, *, unique_keys: bool = False) -> Any:
     """``json.loads`` with the limits above: ``json.JSONDecodeError`` for text that is not JSON or nests deeper
     than ``MAX_JSON_DEPTH``; ``DuplicateKeyError`` (with ``unique_keys``) for an object that names a key twice;
     ``UnicodeDecodeError`` for bytes that are not UTF-8 (or UTF-16/32, which ``json.loads`` also reads)."""
-    if isinstance(text, (bytes, bytearray)):
-        text = text.decode(json.detect_encoding(text), "surrogatepass")
     beyond = _beyond_limit(text)
     if beyond is not None:
-        raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", text, beyond)
+        raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", _decoded(text), beyond)
     try:
         return json.loads(text, object_pairs_hook=_unique if unique_keys else None)
     except RecursionError:  # not reached for text the depth count measured; kept so no reader can see one
-        raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", text, 0) from None
+        raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", _decoded(text), 0) from None
+
+
+def _decoded(text: str | bytes) -> str:
+    return text.decode(json.detect_encoding(text), "surrogatepass") if isinstance(text, (bytes, bytearray)) else text
