@@ -171,10 +171,9 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
             checks.append((field.name, f"{c} IS NULL", "required field is missing"))
         if field.name in ID_FIELDS:  # the rule for ids, in coevolve_engine.core.ids
             checks.append((field.name, f"{c} = ''", "must not be empty"))
-            checks.append((field.name, f"regexp_matches({c}, '^\\p{{Z}}|\\p{{Z}}$')",
-                           "must not be blank or start or end with whitespace, got {value!r}"))
-            checks.append((field.name, f"regexp_matches({c}, '[\\p{{Cc}}\\p{{Zl}}\\p{{Zp}}]')",
-                           "must not hold control characters or line breaks, got {value!r}"))
+            checks.append((field.name, f"regexp_matches({c}, '^\\p{{Z}}|\\p{{Z}}$|[\\p{{Cc}}\\p{{Zl}}\\p{{Zp}}]')",
+                           "must not be blank, start or end with whitespace, or hold a control character or line "
+                           "break, got {value!r}"))
             checks.append((field.name, f"length({c}) > {MAX_ID_LENGTH}",
                            f"is {{length}} characters long; an id has at most {MAX_ID_LENGTH}: {{value!r}}"))
         if field.kind == "list":
