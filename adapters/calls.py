@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from coevolve_engine.core.environment import ToolCall
+from coevolve_engine.core.json_input import read_json
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -68,7 +69,7 @@ def parse_tool_calls(
         calls: list[ToolCall] = []
         for index, block in enumerate(blocks):
             try:
-                payload = json.loads(block)
+                payload = read_json(block)
             except json.JSONDecodeError as exc:
                 raise CallParseError(f"<tool_call> block {index} is not JSON: {exc}") from None
             calls.extend(parse_json_calls(payload))
@@ -78,7 +79,7 @@ def parse_tool_calls(
         raise CallParseError("model output is empty: no tool call")
     if stripped[0] in "{[":
         try:
-            payload = json.loads(stripped)
+            payload = read_json(stripped)
         except json.JSONDecodeError:
             payload = None
         if payload is not None:
@@ -105,7 +106,7 @@ def _json_call(item: Any, index: int) -> ToolCall:
         arguments = {}
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = read_json(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
             raise CallParseError(f"tool call {index} ({name}): arguments are not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):
@@ -270,7 +271,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(raw, str):
         return None, f"arguments must be a JSON object string, got {type(raw).__name__}"
     try:
-        value = json.loads(raw)
+        value = read_json(raw)
     except json.JSONDecodeError as exc:
         return None, f"arguments are not valid JSON ({exc.msg} at char {exc.pos}): {_preview(raw)!r}"
     if not isinstance(value, dict):
@@ -281,7 +282,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 def _parse_block(block: str) -> ParsedCall:
     body = block.strip()
     try:
-        value = json.loads(body)
+        value = read_json(body)
     except json.JSONDecodeError as exc:
         guess = _NAME_GUESS.search(body)
         return ParsedCall(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.ids import normalize_id
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.store import Store
 
@@ -152,7 +153,7 @@ def select_eval_tasks(store: Store, env: str, *, among: Iterable[str] | None = N
     """The eval tasks of ``env`` to evaluate: those of ``among`` (the task ids of ``category``) when given,
     only ``task_ids`` when given (each must be one of them, else a CoevolveError names the others), at most
     ``limit`` of them in a fixed order seeded by ``seed``."""
-    task_ids = list(task_ids)
+    task_ids = [normalize_id(task_id) for task_id in task_ids]  # ids are stored in NFC
     pool = list(among) if among is not None else None
     if task_ids:
         known = {task["task_id"] for task in eval_tasks(store, env, task_ids=task_ids)}

@@ -27,9 +27,12 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Itera
 
 import duckdb
 import pyarrow as pa
+from duckdb import sqltypes
 
 from coevolve_engine import sqlfiles
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.ids import ID_FIELDS, MAX_ID_LENGTH
+from coevolve_engine.core.json_input import MAX_JSON_DEPTH, json_depth
 from coevolve_engine.errors import IngestError
 from coevolve_engine.ingest_sources import (
     FORMATS,
@@ -121,6 +124,8 @@ def _stage(con: duckdb.DuckDBPyConnection, path: Path, fields: tuple[Field, ...]
             expression = f"CAST({expression} AS VARCHAR)"
         else:
             expression = f"CAST({column} AS {_STORE_TYPES[field.kind]})"
+        if field.name in ID_FIELDS:  # one spelling per id (coevolve_engine.core.ids)
+            expression = f"nfc_normalize({expression})"
         select.append(f"{expression} AS {column}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_STAGED} AS SELECT {', '.join(select)} FROM {SOURCE}")
 
@@ -151,6 +156,20 @@ _SUSPECT_ACTION = (
 )
 
 
+# A JSON text nested deeper than the limit holds more opening brackets than the limit: the cheap count flags at
+# least every such record, and the exact depth (counted in Python, without recursion) runs on those only.
+_MAYBE_DEEP = (f"{{c}} IS NOT NULL AND length({{c}}) > {2 * MAX_JSON_DEPTH} "
+               f"AND length({{c}}) - length(replace(replace({{c}}, '[', ''), '{{{{', '')) > {MAX_JSON_DEPTH}")
+_JSON_DEPTH = "coevolve_json_depth"
+
+
+def _register_json_depth(con: duckdb.DuckDBPyConnection) -> None:
+    """Make ``coevolve_json_depth(text)`` callable on ``con`` (once per connection)."""
+    if not con.execute("SELECT count(*) FROM duckdb_functions() WHERE function_name = $name",
+                       {"name": _JSON_DEPTH}).fetchall()[0][0]:
+        con.create_function(_JSON_DEPTH, lambda text: json_depth(text)[0], [sqltypes.VARCHAR], sqltypes.BIGINT)
+
+
 def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
     """(field, SQL predicate that is true for a bad record, message) in the order they are checked. A predicate
     may be a pair (a cheap one that flags at least every bad record, the exact one run on those only)."""
@@ -159,12 +178,20 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
         c = quote_ident(field.name)
         if field.required:
             checks.append((field.name, f"{c} IS NULL", "required field is missing"))
-        if field.kind == "str" and field.name in ("task_id", "group_id", "trajectory_id"):
+        if field.name in ID_FIELDS:  # the rule for ids, in coevolve_engine.core.ids
             checks.append((field.name, f"{c} = ''", "must not be empty"))
+            checks.append((field.name, f"regexp_matches({c}, '^\\p{{Z}}|\\p{{Z}}$|[\\p{{Cc}}\\p{{Zl}}\\p{{Zp}}]')",
+                           "must not be blank, start or end with whitespace, or hold a control character or line "
+                           "break, got {value!r}"))
+            checks.append((field.name, f"length({c}) > {MAX_ID_LENGTH}",
+                           f"is {{length}} characters long; an id has at most {MAX_ID_LENGTH}: {{value!r}}"))
         if field.kind == "list":
             checks.append((field.name, f"{c} IS NOT NULL AND {_IS_LIST.format(c=c)}", "must be a JSON list"))
         if field.kind == "object":
             checks.append((field.name, f"{c} IS NOT NULL AND {_IS_OBJECT.format(c=c)}", "must be a JSON object"))
+        if field.kind in ("list", "object"):
+            checks.append((field.name, (_MAYBE_DEEP.format(c=c), f"{_JSON_DEPTH}({c}) > {MAX_JSON_DEPTH}"),
+                           f"nested more than {MAX_JSON_DEPTH} levels deep"))
         if field.name == "split":
             checks.append(("split", "split NOT IN ('train', 'eval')", "split must be 'train' or 'eval', got {value!r}"))
         if field.range is not None:
@@ -196,12 +223,15 @@ def _check_values(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: 
     found = con.execute(f"SELECT {firsts} FROM {_STAGED}").fetchall()[0]
     for (name, predicate, message), line in zip(checks, found):
         if line is not None and isinstance(predicate, tuple):
+            _register_json_depth(con)
             line = con.execute(f"SELECT min(_line) FROM (SELECT _line, {predicate[1]} AS bad FROM {_STAGED} "
                                f"WHERE {predicate[0]}) WHERE bad").fetchall()[0][0]
         if line is not None:
             value = con.execute(f"SELECT CAST({quote_ident(name)} AS VARCHAR) FROM {_STAGED} WHERE _line = $line",
                                 {"line": line}).fetchall()[0][0]
-            raise IngestError(str(path), message.format(value=value), location=_location(fmt, line), field=name)
+            shown = value if value is None or len(value) <= 60 else value[:57] + "..."
+            raise IngestError(str(path), message.format(value=shown, length=len(value or "")),
+                              location=_location(fmt, line), field=name)
 
 
 def _check_unique(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, column: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 import duckdb
 import pyarrow as pa
 
+from coevolve_engine.core.json_input import MAX_JSON_DEPTH, DuplicateKeyError, read_json
 from coevolve_engine.errors import IngestError
 from coevolve_engine.records import KIND_NAMES, Field, json_kind, matches
 
@@ -90,6 +91,9 @@ def table_from_records(
                     value = json.dumps(value, ensure_ascii=False, allow_nan=False)
                 except (TypeError, ValueError) as exc:
                     raise IngestError(label, f"not representable as JSON ({exc})", location=where, field=name) from None
+                except RecursionError:
+                    raise IngestError(label, f"nested more than {MAX_JSON_DEPTH} levels deep", location=where,
+                                      field=name) from None
             columns[name].append(value)
         lines.append(number)
     arrays = {name: pa.array(values, type=_ARROW_TYPES[by_name[name].kind]) for name, values in columns.items()}
@@ -109,7 +113,9 @@ def _read_jsonl(path: Path, fields: tuple[Field, ...]) -> tuple[pa.Table, str]:
                 if not text:
                     continue
                 try:
-                    yield number, json.loads(text)
+                    yield number, read_json(text, unique_keys=True)
+                except DuplicateKeyError as exc:
+                    raise IngestError(str(path), str(exc), location=f"line {number}") from None
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                     raise IngestError(str(path), f"not valid JSON ({exc})", location=f"line {number}") from None
 

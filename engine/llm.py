@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coevolve_engine.core.ids import canonical_json  # the request hash's input: one text per value
+from coevolve_engine.core.json_input import read_json
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 
@@ -109,7 +110,7 @@ def parse_json_answer(text: str | None) -> tuple[dict[str, Any] | None, str | No
     first_error = None
     for candidate in candidates:
         try:
-            value = json.loads(candidate)
+            value = read_json(candidate)
         except json.JSONDecodeError as exc:
             first_error = first_error or f"the answer is not valid JSON ({exc.msg} at line {exc.lineno} " \
                                          f"column {exc.colno})"
@@ -157,7 +158,7 @@ class LLMClient:
     api_base, api_key: the endpoint and its key (never written to the store).
     temperature, max_tokens, seed: sampling; part of the request and so of its hash.
     timeout: seconds per HTTP attempt. retries: extra attempts after a transport fault.
-    retry_backoff_s: the first wait between transport attempts; it doubles each time.
+    retry_backoff_s: the first wait between transport attempts; it doubles each time, up to a minute.
     cache: answer a request identical to an earlier answered one from the table.
     wait: seconds to wait for the store while another process holds it.
     completion_kwargs: anything else for ``litellm.completion`` (e.g. ``extra_body``); part of the hash.
@@ -288,7 +289,8 @@ class LLMClient:
             if hit is not None:
                 usage.cached += 1
                 return hit[0], hit[1], True
-        from coevolve_engine.adapters.agents.litellm_agent import completion_cost, import_litellm, retryable_errors
+        from coevolve_engine.adapters.agents.litellm_agent import (completion_cost, import_litellm, retry_wait,
+                                                                 retryable_errors)
 
         litellm = import_litellm()
         retryable = retryable_errors(litellm)
@@ -312,7 +314,7 @@ class LLMClient:
                 if not fault.retryable or attempt + 1 == attempts:
                     tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
                     raise LLMError(f"{purpose}: {self._where()} failed after {tries}: {fault}", usage=usage) from fault
-                time.sleep(self.retry_backoff_s * (2**attempt))
+                time.sleep(retry_wait(self.retry_backoff_s, attempt))
                 continue
             prompt_tokens, completion_tokens = _tokens(response)
             cost = completion_cost(litellm, raw)

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 #: and the engine's step arithmetic (a run's next step, an offset) stays far inside the store's BIGINT.
 MAX_STEP = 2**53 - 1
 
+#: The largest round: the store keeps a round number as a 32-bit INTEGER.
+MAX_ROUND = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class Field:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from coevolve_engine.core.rollout import Rollout
     from coevolve_engine.core.environment import Environment
 
+#: the most rollouts of one task one job plays at one step (a GRPO group of the largest size in use is 64-512);
+#: every rollout of a job is planned, and held until its group is written, at once
+MAX_GROUP_SIZE = 4096
+
 ROLLED_OUT_SQL = """
 SELECT DISTINCT task_id FROM trajectories WHERE step = $step AND list_contains($task_ids, task_id)
 """

@@ -49,6 +49,17 @@ def check_call_settings(model: str, timeout: float, retries: int, retries_name: 
         raise ValueError(f"{retries_name} must be >= 0, got {retries}")
 
 
+#: the longest wait between two attempts of a call, in seconds: the backoff doubles up to it, so many retries
+#: keep trying once a minute instead of waiting for years
+MAX_RETRY_WAIT_S = 60.0
+
+
+def retry_wait(backoff_s: float, attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (0-based): ``backoff_s`` doubled each time, at most
+    ``MAX_RETRY_WAIT_S``."""
+    return min(backoff_s * 2 ** min(attempt, 32), MAX_RETRY_WAIT_S)
+
+
 def retryable_errors(litellm: Any) -> tuple[type[BaseException], ...]:
     """litellm's transport faults worth another attempt (timeouts, connection errors, 5xx, rate limits)."""
     names = (
@@ -152,7 +163,7 @@ class LiteLLMAgent(Agent):
     api_base, api_key: the endpoint and its key (a dummy key for a local server).
     temperature, max_tokens, seed: sampling; seed is sent only when set.
     timeout: seconds per HTTP attempt. num_retries: extra attempts after a retryable failure.
-    retry_backoff_s: the first wait between attempts; it doubles each time.
+    retry_backoff_s: the first wait between attempts; it doubles each time, up to a minute.
     max_steps, max_model_calls_per_turn: episode bounds (see EpisodeLimits).
     system_prompt: put before the environment's own system prompt.
     policy: the name recorded on trajectories (default: the model string).
@@ -250,7 +261,7 @@ class LiteLLMAgent(Agent):
             except retryable as exc:
                 if attempt + 1 == attempts:
                     raise AgentFault(self._describe(exc, attempts)) from exc
-                time.sleep(self.retry_backoff_s * (2**attempt))
+                time.sleep(retry_wait(self.retry_backoff_s, attempt))
             except Exception as exc:  # noqa: BLE001 - bad request, auth, unknown model...: not retried
                 raise AgentFault(self._describe(exc, attempt + 1)) from exc
         reply = parse_completion(response, parse_text_tool_calls=self.parse_text_tool_calls)

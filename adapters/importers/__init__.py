@@ -13,12 +13,12 @@ An importer class is built with an ``ImportOptions`` and has ``read(path) -> Ite
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
+from coevolve_engine.core.json_input import read_json
 from coevolve_engine.errors import IngestError
 from coevolve_engine.registry import Registry
 
@@ -71,11 +71,11 @@ def read_manifest(path: str | Path) -> dict[int, str]:
     if path.is_dir():
         path = path / "manifest.json"
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+        rows = read_json(path.read_text(encoding="utf-8"), unique_keys=True)["rows"]
         return {int(row["index"]): str(row["task_id"]) for row in rows}
     except FileNotFoundError:
         raise IngestError(str(path), "no such manifest (coevolve-engine export writes manifest.json)") from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:  # ValueError: not JSON, nested too deep, a key twice
         raise IngestError(str(path), f"not a manifest written by coevolve-engine export ({exc!r})") from None
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from coevolve_engine.adapters.importers import ImportOptions, normalise_reward
+from coevolve_engine.core.ids import normalize_id
+from coevolve_engine.core.json_input import DuplicateKeyError, read_json
 from coevolve_engine.errors import IngestError
 
 _CONSUMED = ("input", "output", "gts", "score", "step", "task_id", "index")
@@ -51,7 +53,9 @@ class VerlDumpImporter:
                 if not text:
                     continue
                 try:
-                    line = json.loads(text)
+                    line = read_json(text, unique_keys=True)
+                except DuplicateKeyError as exc:
+                    raise IngestError(str(path), str(exc), location=f"line {number}") from None
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                     raise IngestError(str(path), f"not valid JSON ({exc})", location=f"line {number}") from None
                 if not isinstance(line, dict):
@@ -95,13 +99,14 @@ class VerlDumpImporter:
         gts = line.get("gts")
         if isinstance(gts, str) and gts.lstrip().startswith("{"):
             try:
-                candidates.append(("gts", json.loads(gts).get("task_id")))
-            except (json.JSONDecodeError, AttributeError):
+                candidates.append(("gts", read_json(gts).get("task_id")))
+            except (ValueError, AttributeError):
                 pass
         index = line.get("index")
         if isinstance(index, int) and not isinstance(index, bool):
             candidates.append(("index", self.options.index_to_task.get(index)))
-        named = [(field, value) for field, value in candidates if isinstance(value, str) and value]
+        # ids are stored in NFC (coevolve_engine.core.ids): a dump may spell one another way
+        named = [(field, normalize_id(value)) for field, value in candidates if isinstance(value, str) and value]
         for field, value in named:
             if known is None or value in known:
                 return value

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import SEED, db_option, endpoint_options, long_job, wait_option
 
 
 @click.command(epilog="""\b
@@ -26,7 +26,7 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
               help="The model that abstracts tasks from each exploration (default: --explorer-model).")
 @click.option("--n", "n", type=click.IntRange(min=1), default=100, show_default=True,
               help="Tasks to accept into D_0 (the paper's N).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Picks the worlds; the same seed, the same worlds.")
 @click.option("--max-worlds", type=click.IntRange(min=1), default=None,
               help="Give up after exploring this many worlds (default: 3 x N).")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from coevolve_engine.cli.options import db_option, signal_options, wait_option
+from coevolve_engine.cli.options import ROUND, db_option, signal_options, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, render_table, write_frame
 from coevolve_engine.store import Store
 
@@ -55,7 +55,7 @@ Inspect them with SQL:
   coevolve-engine query "select * from task_weights where round = 1 order by weight desc limit 10"
   coevolve-engine query "select * from task_curriculum order by boundary_recent desc limit 10\"""",
 )
-@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
+@click.option("--round", "round_", type=ROUND, default=None,
               help="The round to store the weights as. [default: 1 + the latest round with weights, 0 for the first]")
 @click.option("--strategy", default="coevolve", show_default=True,
               help="uniform, coevolve, plr, dapo-filter, or a plugin's name (see below).")
@@ -109,7 +109,7 @@ Examples:
 The same --round, --seed, --epoch and --step give the same batch on any machine, so every process of a
 distributed trainer can call it (or build WeightedGroupSampler in Python) and agree.""",
 )
-@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
+@click.option("--round", "round_", type=ROUND, default=None,
               help="Draw from this round's weights. [default: the latest round with weights]")
 @click.option("--tasks", "-b", "batch_tasks", type=click.IntRange(min=1), default=32, show_default=True,
               help="Tasks (GRPO groups) per batch, drawn with replacement, each with probability weight / total.")
@@ -131,15 +131,22 @@ def sample(round_: int | None, batch_tasks: int, group_size: int, seed: int, epo
     One row per rollout to generate: group (0 .. TASKS-1), task_id, the task's weight and its probability
     weight / total. For trainers outside the engine (verl, OpenRLHF, your own loop).
     """
-    from coevolve_engine.curriculum import WeightedGroupSampler, load_weights
+    import numpy as np
 
+    from coevolve_engine.curriculum import WeightedGroupSampler, load_weights
+    from coevolve_engine.curriculum.sampler import MAX_BATCH_ROWS
+
+    if batch_tasks * group_size > MAX_BATCH_ROWS:
+        raise click.UsageError(f"--tasks {batch_tasks} times --group-size {group_size} is more than "
+                               f"{MAX_BATCH_ROWS:,} rows, the most one batch may hold; draw several smaller "
+                               "batches (--step 0, 1, ...)")
     with Store(db, read_only=True, wait=wait) as store:
         weight_set = load_weights(store, round_)
     sampler = WeightedGroupSampler(weight_set.weights, group_size=group_size, batch_tasks=batch_tasks, seed=seed,
                                    epoch=epoch)
     chosen = sampler.batch(step)
     frame = pl.DataFrame({
-        "group": [i // group_size for i in range(len(chosen))],
+        "group": np.arange(len(chosen)) // group_size,
         "task_id": weight_set.task_ids[chosen].tolist(),
         "weight": weight_set.weights[chosen],
         "probability": weight_set.probabilities[chosen],

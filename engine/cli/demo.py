@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.cli.options import ROUNDS, SEED
+
 
 @click.command(epilog="""\b
 Examples:
@@ -14,8 +16,8 @@ Examples:
   coevolve-engine demo --quick                  2 short rounds on a few tasks (seconds: what the tests run)""")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), default=Path("coevolve-demo"),
               show_default=True, help="Where the store, the policy, the checkpoints and run.toml go.")
-@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds to finish. [default: 8; 2 --quick]")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the tasks, the policy and the run.")
+@click.option("--rounds", type=ROUNDS, default=None, help="Rounds to finish. [default: 8; 2 --quick]")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the tasks, the policy and the run.")
 @click.option("--quick", is_flag=True, help="A small, fast demo (few tasks, 2 short rounds).")
 @click.option("--set", "-s", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a setting of the demo's run.toml (as `coevolve-engine run --set`).")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import create_option, db_option, endpoint_options, require_store, wait_option
+from coevolve_engine.cli.options import SEED, create_option, db_option, endpoint_options, require_store, wait_option
 from coevolve_engine.cli.rollout import episode_options
 from coevolve_engine.errors import CoevolveError
 
@@ -33,7 +33,7 @@ goes on with the tasks it had not finished). Per task:
 @click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
               help="Evaluate on at most this many eval tasks, a fixed subset drawn with --seed (default: all).")
 @click.option("--task-id", "task_ids", multiple=True, help="Only these eval tasks (repeatable).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --tasks subset.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --tasks subset.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
               help="Tasks played at once.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,

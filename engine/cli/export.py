@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, renamed, require_store, wait_option
+from coevolve_engine.cli.options import ROUND, db_option, renamed, require_store, wait_option
 from coevolve_engine.store import Store
 
 LAYOUTS = ("verl", "openrlhf")
@@ -33,13 +33,13 @@ OpenRLHF (train.jsonl): --prompt_data export/r3/train.jsonl --input_key input --
   label is JSON text {task_id, env, spec} for your reward function; weight is on every line.
 \b
 manifest.json maps each row index to its task and weight; import-rollouts --manifest reads it.""")
-@click.option("--round", "round_", type=click.IntRange(min=0), required=True, help="The round to export.")
+@click.option("--round", "round_", type=ROUND, required=True, help="The round to export.")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None,
               help="The trainer's data layout: verl (train.parquet, verl's RL dataset) or openrlhf (train.jsonl "
                    "prompt data). Required.")
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory to write the data file and manifest.json into (created if missing). Required.")
-@click.option("--weights-from-round", type=click.IntRange(min=0), default=None,
+@click.option("--weights-from-round", type=ROUND, default=None,
               help="Read weights from this round of task_weights instead of --round's.")
 @click.option("--uniform", is_flag=True, help="Ignore task_weights: every task in the store with weight 1.")
 @click.option("--interaction", default="coevolve", show_default=True,

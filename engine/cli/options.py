@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.records import MAX_ROUND, MAX_STEP
 from coevolve_engine.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS
 
 #: where the store a command was given is kept for the command line's error messages (click's ``Context.meta``)
@@ -17,6 +18,15 @@ def _remember_db(ctx: click.Context, param: click.Parameter, value: Path) -> Pat
     ctx.meta[DB_META_KEY] = value
     return value
 
+
+#: the type of every --round option: a round the store can hold (its column is a 32-bit INTEGER)
+ROUND = click.IntRange(0, MAX_ROUND)
+#: the type of every option that names a training step: a step a trajectory may have
+STEP = click.IntRange(0, MAX_STEP)
+#: the type of run's and demo's --rounds: a run plans every round it has left when it starts
+ROUNDS = click.IntRange(1, 10_000)
+#: the type of every --seed option: the range numpy's legacy seeding, KMeans and set_seed accept
+SEED = click.IntRange(0, 2**32 - 1)
 
 db_option = click.option(
     "--db",
@@ -66,10 +76,11 @@ def endpoint_options(command):
         click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
                      help="API key for the model (default: the provider's usual environment variable). "
                           "Never stored."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-                     help="Seconds per model call."),
-        click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
-                     help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON)."),
+        click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=60.0, show_default=True,
+                     help="Seconds per model call, at most 86400 (a day)."),
+        click.option("--retries", type=click.IntRange(0, 100), default=2, show_default=True,
+                     help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON); the "
+                          "wait between tries doubles from 1 s up to a minute."),
     )):
         command = option(command)
     return command

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, long_job, signal_options, wait_option
+from coevolve_engine.cli.options import ROUND, SEED, STEP, db_option, long_job, signal_options, wait_option
 from coevolve_engine.store import Store
 
 
@@ -32,19 +32,19 @@ Inspect them with SQL:
   coevolve-engine query "select * from pattern_members where pattern_id = '0-1' order by distance"
   coevolve-engine query "select params from failure_patterns where round = 0 limit 1\""""
 )
-@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
+@click.option("--round", "round_", type=ROUND, default=None,
               help="The round to store the patterns as. [default: 1 + the latest round in failure_patterns, "
                    "0 for the first]")
-@click.option("--step", type=int, default=None,
+@click.option("--step", type=STEP, default=None,
               help="Cluster the trajectories flagged at this training step. [default: the latest scored step]")
-@click.option("--from-step", "first_step", type=int, default=None,
+@click.option("--from-step", "first_step", type=STEP, default=None,
               help="Cluster what was flagged at steps FROM_STEP .. --step (e.g. a whole round). [default: --step only]")
 @signal_options
 @click.option("--max-trajectories", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Cluster at most this many flagged trajectories (a seeded sample when more are flagged).")
 @click.option("--max-k", type=click.IntRange(min=1), default=8, show_default=True,
               help="Try at most this many patterns; the number is chosen by silhouette.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample and of KMeans.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the sample and of KMeans.")
 @click.option("--replace", is_flag=True, help="Delete the round's existing patterns and write them again.")
 @long_job("patterns")
 @db_option

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import SEED, STEP, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.rollouts import MAX_GROUP_SIZE
 
 
 def make_agent(model: str, **options: Any):
@@ -21,14 +22,19 @@ def make_agent(model: str, **options: Any):
 def _template_kwargs(ctx, param, value: str | None) -> dict | None:
     import json
 
+    from coevolve_engine.core.json_input import DuplicateKeyError, read_json
+
     if value is None:
         return None
+    shown = value if len(value) <= 60 else value[:57] + "..."
     try:
-        parsed = json.loads(value)
+        parsed = read_json(value, unique_keys=True)
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON ({exc.msg}): {value!r}") from None
+        raise click.BadParameter(f"not JSON ({exc.msg}): {shown!r}") from None
+    except DuplicateKeyError as exc:
+        raise click.BadParameter(f"{exc}: {shown!r}") from None
     if not isinstance(parsed, dict):
-        raise click.BadParameter(f"must be a JSON object, e.g. '{{\"enable_thinking\": false}}', got {value!r}")
+        raise click.BadParameter(f"must be a JSON object, e.g. '{{\"enable_thinking\": false}}', got {shown!r}")
     return parsed
 
 
@@ -56,13 +62,13 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
 @click.option("--model", required=True,
               help="A litellm model string (openai/..., hosted_vllm/..., any provider), a local model directory, "
                    "or 'reference' to play each task's reference solution (demonstrations for SFT warm-up).")
-@click.option("--group-size", "-k", "k", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--group-size", "-k", "k", type=click.IntRange(1, MAX_GROUP_SIZE), default=8, show_default=True,
               help="Rollouts per task (a group).")
-@click.option("--step", type=click.IntRange(min=0), required=True, help="The training step these rollouts belong to.")
+@click.option("--step", type=STEP, required=True, help="The training step these rollouts belong to.")
 @click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
               help="Roll out on at most this many tasks, drawn in a seeded order (default: all).")
 @click.option("--task-id", "task_ids", multiple=True, help="Only these tasks (repeatable).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the task order.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the task order.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
               help="Rollouts running at once.")
 @click.option("--temperature", type=click.FloatRange(min=0), default=0.9, show_default=True,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, wait_option
+from coevolve_engine.cli.options import ROUNDS, db_option, wait_option
 from coevolve_engine.loop.phases import help_text
 
 
@@ -67,7 +67,7 @@ Watch it from another shell (the store is free between units of work):
 @click.option("--set", "-s", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a setting, KEY dotted as in the file (trainer.options.learning_rate=1e-3); "
                    "VALUE is a TOML value or a bare word. Repeat for several.")
-@click.option("--rounds", type=click.IntRange(min=1), default=None,
+@click.option("--rounds", type=ROUNDS, default=None,
               help="Shortcut for --set rounds=N: the run stops once N rounds are finished.")
 @click.option("--print-config", is_flag=True,
               help="Print the configuration (every setting with its help) as TOML and exit.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import ROUND, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.errors import CoevolveError
 
 QUERY_HINT = "select pattern_id, summary->>'failure_cause' from failure_patterns"
@@ -28,7 +28,7 @@ Then read them:
       from llm_calls group by purpose\"""")
 @click.option("--model", required=True,
               help="A litellm model string: openai/..., hosted_vllm/... (with --api-base), any provider.")
-@click.option("--round", "round_", type=click.IntRange(min=0), default=None,
+@click.option("--round", "round_", type=ROUND, default=None,
               help="Summarise this round's patterns (default: the latest round that has patterns).")
 @click.option("--cache/--no-cache", default=True, show_default=True,
               help="Answer a request identical to an earlier answered one from llm_calls, for free.")

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, endpoint_options, long_job, renamed, wait_option
+from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
+from coevolve_engine.rollouts import MAX_GROUP_SIZE
 from coevolve_engine.store import Store
+from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
 
 
 def round_option(help: str):
-    return click.option("--round", "round_", type=click.IntRange(min=0), default=None, help=help)
+    return click.option("--round", "round_", type=ROUND, default=None, help=help)
 
 
 @click.command(epilog="""\b
@@ -41,9 +43,9 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
               help="llm: tool calls the explorer may make in one exploration.")
 @click.option("--no-cache", is_flag=True, help="llm: ask the models again even for requests answered before.")
-@click.option("--max-candidates", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--max-candidates", type=click.IntRange(1, MAX_CANDIDATES), default=20, show_default=True,
               help="Candidates to propose in all, shared among the patterns in proportion to their size.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of every random choice: the same store and seed give the same candidates.")
 @long_job("synthesize")
 @db_option
@@ -104,9 +106,9 @@ Examples:
               help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
                    "directory) and record its success rate.")
 @endpoint_options
-@click.option("--attempts", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("--attempts", type=click.IntRange(1, MAX_GROUP_SIZE), default=4, show_default=True,
               help="Agent rollouts per candidate.")
-@renamed("-k", "attempts", type=click.IntRange(min=1))
+@renamed("-k", "attempts", type=click.IntRange(1, MAX_GROUP_SIZE))
 @click.option("--max-success-rate", type=click.FloatRange(0, 1), default=None,
               help="Reject a candidate the agent solves more often than this (e.g. 0.99: a group that always "
                    "succeeds has no GRPO advantage). Default: record the rate, reject nothing on it.")

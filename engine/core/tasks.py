@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coevolve_engine.core.ids import normalize_id
 from coevolve_engine.store import Store
 
 SELECT_TASKS_SQL = """
@@ -24,7 +25,7 @@ def select_tasks(store: Store, env: str, *, category: str | None = None, task_id
     import json
 
     rows = store.execute(SELECT_TASKS_SQL, {
-        "env": env, "category": category, "task_ids": list(task_ids or []), "seed": seed,
+        "env": env, "category": category, "task_ids": [normalize_id(t) for t in task_ids or ()], "seed": seed,
         "limit": n if n is not None else 2**62,
     }).fetchall()
     return [{"task_id": task_id, "spec": json.loads(spec)} for task_id, spec in rows]

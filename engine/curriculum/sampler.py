@@ -15,6 +15,9 @@ import numpy as np
 
 from coevolve_engine.curriculum.strategy import CurriculumError
 
+#: the most indices one batch may hold (batch_tasks * group_size): a batch is drawn and held in memory at once
+MAX_BATCH_ROWS = 10_000_000
+
 
 class WeightedGroupSampler:
     """Indices into ``weights`` (e.g. a WeightSet's task_ids, or a dataset's rows in the same order).
@@ -33,6 +36,9 @@ class WeightedGroupSampler:
         for name, value in (("group_size", group_size), ("batch_tasks", batch_tasks)):
             if value < 1:
                 raise CurriculumError(f"{name} must be at least 1, got {value}")
+        if batch_tasks * group_size > MAX_BATCH_ROWS:
+            raise CurriculumError(f"a batch of batch_tasks * group_size = {batch_tasks} * {group_size} indices is "
+                                  f"more than {MAX_BATCH_ROWS:,}; draw several smaller batches (successive steps)")
         if seed < 0 or epoch < 0 or start_step < 0:
             raise CurriculumError("seed, epoch and start_step must be >= 0 (they seed numpy's SeedSequence)")
         # cdf_i = w_0 + ... + w_i: drawing u ~ U[0, total) picks the first i with cdf_i > u, i.e. i with

@@ -50,6 +50,8 @@ def _parse_value(text: str) -> Any:
         return tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:  # Python's TOML reader recurses once per level of nesting
+        raise ConfigError(f"--set value {_shorten(text)}: arrays or tables nest too deeply to read") from None
 
 
 def apply_override(data: dict[str, Any], override: str) -> None:
@@ -81,6 +83,12 @@ def _read_table(path: Path) -> dict[str, Any]:
                           f"{exc.start}); TOML files are UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except RecursionError:  # Python's TOML reader recurses once per level of nesting
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nest too deeply to read") from None
+
+
+def _shorten(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

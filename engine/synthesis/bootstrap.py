@@ -65,6 +65,9 @@ NAME = "llm-unguided"
 EXPLORE_PROMPT = "explore_unguided"
 ABSTRACT_PROMPT = "abstract"
 NO_PATTERN = "(none: unguided exploration, no failure pattern and no signal)"
+#: the most worlds one bootstrap explores (they are built at once, before the first exploration: about 5 s and
+#: 30 MB for BFCL at this size)
+MAX_WORLDS = 30_000
 
 #: The query that lists a store's D_0 (what the CLI prints at the end).
 D0_QUERY = ("select verdict, reason, task_id, prompt from candidates where synthesizer = 'llm-unguided' "
@@ -269,6 +272,10 @@ def bootstrap(
     max_worlds = 3 * n if max_worlds is None else max_worlds
     if max_worlds < 1:
         raise CoevolveError(f"max_worlds must be >= 1, got {max_worlds}")
+    if max_worlds > MAX_WORLDS:
+        raise CoevolveError(f"max_worlds (--max-worlds; default 3 x n, --n) is {max_worlds:,}, more than "
+                            f"{MAX_WORLDS:,}: the worlds are built before the first is explored; ask for fewer tasks "
+                            "or worlds")
     environment = _environment(env)
     synthesizer = UnguidedSynthesizer(
         store_path=store_path, model=model or explorer_model, env=env, explorer_model=explorer_model,

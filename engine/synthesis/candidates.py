@@ -205,6 +205,11 @@ class SynthesisReport:
     by_signal: dict[str, int]
 
 
+#: the most candidates one synthesize call proposes (a synthesizer may plan all of them, or a world for each,
+#: before proposing the first)
+MAX_CANDIDATES = 10_000
+
+
 def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "offline:bfcl",
                max_candidates: int = 20, seed: int = 0, options: Mapping[str, Any] | None = None,
                context: PluginContext | None = None) -> SynthesisReport:
@@ -217,8 +222,8 @@ def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "
     same call twice adds nothing the second time. The synthesizer is built from ``options`` and ``context``
     (``SYNTHESIZERS.build``).
     """
-    if max_candidates < 1:
-        raise CoevolveError(f"max_candidates must be >= 1, got {max_candidates}")
+    if not 1 <= max_candidates <= MAX_CANDIDATES:
+        raise CoevolveError(f"max_candidates must be in [1, {MAX_CANDIDATES:,}], got {max_candidates:,}")
     guided = SYNTHESIZERS.load(synthesizer).needs_patterns
     if round is None:
         round = latest_pattern_round(store)
