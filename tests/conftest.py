@@ -6,12 +6,31 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+#: the files of the fault matrix: what a hostile but fair user can type, and what it must never do to a store
+FAULT_MATRIX = "test_store_safety"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """After the tests, one line counting the fault matrix's cases (every test of tests/test_store_safety*.py that
+    ran, each parameter a case) and how they ended."""
+    ended: dict[str, str] = {}
+    for outcome in ("passed", "skipped", "failed", "error"):  # a worse outcome of the same case wins
+        for report in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(report, "nodeid", "")
+            in_matrix = Path(nodeid.split("::")[0]).name.startswith(FAULT_MATRIX)
+            if in_matrix and (outcome != "passed" or report.when == "call"):
+                ended[nodeid] = outcome
+    if ended:
+        counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(Counter(ended.values()).items()))
+        terminalreporter.write_line(f"fault matrix (tests/{FAULT_MATRIX}*.py): {len(ended)} cases, of which {counts}")
 
 
 @pytest.fixture

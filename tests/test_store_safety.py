@@ -3,6 +3,9 @@
 Every case runs the real command line on a real store and checks either that the store's tables are exactly as
 they were (a hash of every row of every table) or that the outcome is the documented one, with a message naming
 what and where, never a traceback.
+
+The matrix is this file and the files beside it named ``test_store_safety_*.py`` (resumes and the check before a
+round, ``query``, inputs); after a run, tests/conftest.py prints how many cases it holds and how they ended.
 """
 
 from __future__ import annotations
