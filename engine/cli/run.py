@@ -45,7 +45,7 @@ Each round R:
 Every phase records in the store (table run_phases) when it finished, with what it produced. Stop the
 run at any moment, even with kill -9, and run the same command again: it resumes at the first unfinished
 phase, and nothing is lost or written twice (an interrupted train phase is redone from the round's
-starting checkpoint, after removing the rollouts it had written). Each round's checkpoint is recorded
+starting checkpoint, after removing the rollouts it had written, and only those). Each round's checkpoint is recorded
 in rounds.checkpoint; the next round trains from it.
 """
 
