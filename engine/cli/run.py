@@ -80,7 +80,8 @@ Watch it from another shell (the store is free between units of work):
 @wait_option
 def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, verbose: bool,
         log_path: Path | None, db: Path, wait: float) -> None:
-    from coevolve_engine.loop.config_files import load_config
+    from coevolve_engine.loop.config import ConfigError
+    from coevolve_engine.loop.config_files import blame_override, load_config
     from coevolve_engine.loop.template import render_template
 
     if rounds is not None:
@@ -103,6 +104,8 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     display = Display(verbose=verbose, log=log_path)
     try:
         report = RunLoop(db, config, wait=wait, echo=display).run()
+    except ConfigError as exc:  # refused before a round: name the --set that gave the refused value
+        raise blame_override(exc, overrides) from None
     finally:
         display.close()
     if report.done:
