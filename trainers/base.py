@@ -118,8 +118,8 @@ def checked_trl_args(trl_args: Mapping[str, Any], config_class: type) -> dict[st
     if unknown:
         close = [match for key in unknown for match in difflib.get_close_matches(key, names, n=1)]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ValueError(f"trl_args: {', '.join(unknown)} {'is not a field' if len(unknown) == 1 else 'are not fields'} "
-                         f"of TRL's {config_class.__name__}{hint}")
+        verb = "is not a field" if len(unknown) == 1 else "are not fields"
+        raise ValueError(f"trl_args: {', '.join(unknown)} {verb} of TRL's {config_class.__name__}{hint}")
     return dict(trl_args)
 
 
@@ -183,14 +183,14 @@ class Trainer(ABC):
             return
         import dataclasses
 
+        from coevolve_engine.errors import CoevolveError
+
         hints = field_types(cls.options_class)
         stand_ins = {str: "", int: 0, float: 0.0, bool: True}
         fixed = {f.name: stand_ins.get(hints.get(f.name), None) for f in dataclasses.fields(cls.options_class)
                  if f.name in cls.run_sets and f.default is dataclasses.MISSING
                  and f.default_factory is dataclasses.MISSING}
         config = options_config(cls.options_class, options, fixed, what, reserved=cls.run_sets)
-        from coevolve_engine.errors import CoevolveError
-
         try:
             cls.check_config(config)
         except ImportError as exc:

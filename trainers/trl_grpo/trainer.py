@@ -75,10 +75,9 @@ class TRLGRPOConfig:
             raise ValueError("max_new_tokens and max_completion_length must be >= 1")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0: rollouts are sampled (got {self.temperature})")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0 (got {self.learning_rate})")
-        negative = [f"{name} = {value}" for name, value in (("beta", self.beta), ("epsilon", self.epsilon),
-                                                             ("epsilon_high", self.epsilon_high)) if value < 0]
+        negative = [f"{name} = {value}" for name, value in (
+            ("learning_rate", self.learning_rate), ("beta", self.beta), ("epsilon", self.epsilon),
+            ("epsilon_high", self.epsilon_high)) if not value >= 0]  # NaN too
         if negative:
             raise ValueError(f"{', '.join(negative)}: must be >= 0")
         from coevolve_engine.adapters.agents.base import EpisodeLimits
