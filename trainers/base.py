@@ -182,6 +182,7 @@ class Trainer(ABC):
         if cls.options_class is None:
             return
         import dataclasses
+        import warnings
 
         from coevolve_engine.errors import CoevolveError
 
@@ -192,7 +193,9 @@ class Trainer(ABC):
                  and f.default_factory is dataclasses.MISSING}
         config = options_config(cls.options_class, options, fixed, what, reserved=cls.run_sets)
         try:
-            cls.check_config(config)
+            with warnings.catch_warnings():  # a deprecation is said once, when the round builds it
+                warnings.simplefilter("ignore")
+                cls.check_config(config)
         except ImportError as exc:
             raise CoevolveError(f"{what}: needs {exc.name or exc}, which is not installed") from None
         except (TypeError, ValueError) as exc:
