@@ -107,6 +107,22 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
         raise CoevolveError(f"{what}: {exc}") from exc
 
 
+def checked_trl_args(trl_args: Mapping[str, Any], config_class: type) -> dict[str, Any]:
+    """``trl_args`` when every key is a field of TRL's ``config_class`` (e.g. ``GRPOConfig``); else a ValueError
+    naming the unknown keys (and the closest fields), where the class itself would raise a bare TypeError."""
+    import dataclasses
+    import difflib
+
+    names = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(trl_args) - names)
+    if unknown:
+        close = [match for key in unknown for match in difflib.get_close_matches(key, names, n=1)]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        verb = "is not a field" if len(unknown) == 1 else "are not fields"
+        raise ValueError(f"trl_args: {', '.join(unknown)} {verb} of TRL's {config_class.__name__}{hint}")
+    return dict(trl_args)
+
+
 @dataclass(frozen=True)
 class TrainReport:
     """What one ``Trainer.train`` call did."""
@@ -166,13 +182,30 @@ class Trainer(ABC):
         if cls.options_class is None:
             return
         import dataclasses
+        import warnings
+
+        from coevolve_engine.errors import CoevolveError
 
         hints = field_types(cls.options_class)
         stand_ins = {str: "", int: 0, float: 0.0, bool: True}
         fixed = {f.name: stand_ins.get(hints.get(f.name), None) for f in dataclasses.fields(cls.options_class)
                  if f.name in cls.run_sets and f.default is dataclasses.MISSING
                  and f.default_factory is dataclasses.MISSING}
-        options_config(cls.options_class, options, fixed, what, reserved=cls.run_sets)
+        config = options_config(cls.options_class, options, fixed, what, reserved=cls.run_sets)
+        try:
+            with warnings.catch_warnings():  # a deprecation is said once, when the round builds it
+                warnings.simplefilter("ignore")
+                cls.check_config(config)
+        except ImportError as exc:
+            raise CoevolveError(f"{what}: needs {exc.name or exc}, which is not installed") from None
+        except (TypeError, ValueError) as exc:
+            raise CoevolveError(f"{what}: {exc}") from None
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """Build from checked settings whatever else ``from_options`` builds that can refuse a value (a library's
+        own config object, e.g. TRL's ``GRPOConfig`` with the ``trl_args``), loading no model and writing nothing;
+        raise TypeError or ValueError on a value it refuses. Default: nothing more to build."""
 
     @abstractmethod
     def train(self, steps: int) -> TrainReport:

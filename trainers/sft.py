@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
-from coevolve_engine.trainers.base import TrainContext, options_config  # how the run builds one
+from coevolve_engine.trainers.base import TrainContext, checked_trl_args, options_config  # how the run builds one
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +176,28 @@ class RFTConfig:
             raise ValueError(f"set {sorted(reserved)} through RFTConfig's own fields, not trl_args")
 
 
+def sft_args(config: RFTConfig) -> Any:
+    """TRL's ``SFTConfig`` for ``config``: the settings derived from it with its ``trl_args`` laid over them.
+    Building it loads no model and writes nothing, so the run builds it before a round to check ``trl_args``."""
+    import torch
+    from trl import SFTConfig
+
+    use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
+    settings: dict[str, Any] = dict(
+        use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
+        warmup_steps=0, gradient_accumulation_steps=1, max_length=config.max_length, seed=config.seed,
+        completion_only_loss=True, packing=False,
+        save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
+    )
+    settings.update(checked_trl_args(config.trl_args, SFTConfig))
+    if use_cpu:
+        settings["bf16"] = False
+    with warnings.catch_warnings():  # TRL still sets transformers' renamed gradient_checkpointing
+        warnings.filterwarnings("ignore", r".*gradient_checkpointing.* is deprecated", FutureWarning)
+        return SFTConfig(output_dir=config.output_dir, per_device_train_batch_size=config.batch_size,
+                         max_steps=1, **settings)  # max_steps is set by each train() call
+
+
 def _dataset(rows: list[dict[str, Any]], tokenizer: Any, chat_template_kwargs: dict[str, Any]):
     """A ``datasets.Dataset`` of token ids and a completion mask per demonstration, built as the player builds an
     episode (``ChatTokens.episode``): the mask is 1 on every assistant message's tokens, in every turn."""
@@ -201,7 +223,7 @@ class RFTTrainer(Trainer):
                  sink: TrajectorySink | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTTrainer
 
         self.config, self.source, self.sink = config, source, sink
         weighted = {task for task, weight in source.weights().items() if weight > 0}
@@ -209,20 +231,7 @@ class RFTTrainer(Trainer):
         if not self.rows:
             raise ValueError(f"no demonstrations of the {len(weighted)} task(s) with a positive weight")
         self.steps_done = 0
-        use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
-        settings: dict[str, Any] = dict(
-            use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
-            warmup_steps=0, gradient_accumulation_steps=1, max_length=config.max_length, seed=config.seed,
-            completion_only_loss=True, packing=False,
-            save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
-        )
-        settings.update(config.trl_args)
-        if use_cpu:
-            settings["bf16"] = False
-        with warnings.catch_warnings():  # TRL still sets transformers' renamed gradient_checkpointing
-            warnings.filterwarnings("ignore", r".*gradient_checkpointing.* is deprecated", FutureWarning)
-            self.args = SFTConfig(output_dir=config.output_dir, per_device_train_batch_size=config.batch_size,
-                                  max_steps=1, **settings)  # max_steps is set by each train() call
+        self.args = sft_args(config)
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
         self._sft = SFTTrainer(model=model, processing_class=tokenizer, args=self.args,
@@ -261,6 +270,10 @@ class RFTTrainer(Trainer):
 
     options_class = RFTConfig
     run_sets = ("model", "output_dir", "seed", "save_checkpoint", "steps")
+
+    @classmethod
+    def check_config(cls, config: RFTConfig) -> None:
+        sft_args(config)  # TRL's own checks of the settings and trl_args
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: TrainContext) -> "RFTTrainer":

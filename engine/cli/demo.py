@@ -38,6 +38,8 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     """
     from coevolve_engine.cli.output import render_table
     from coevolve_engine.demo import held_out_by_turns, held_out_curve, run_demo, write_report
+    from coevolve_engine.loop.config import ConfigError
+    from coevolve_engine.loop.config_files import blame_override
     from coevolve_engine.loop.summary import loop_cost, rounds_table
     from coevolve_engine.progress import Display
     from coevolve_engine.store import Store
@@ -46,6 +48,8 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     display = Display(verbose=verbose, log=folder / "run.log")
     try:
         db, config = run_demo(folder, quick=quick, rounds=rounds, seed=seed, overrides=overrides, echo=display)
+    except ConfigError as exc:  # refused before a round: name the --set that gave the refused value
+        raise blame_override(exc, overrides) from None
     finally:
         display.close()
     with Store(db, read_only=True) as store:

@@ -45,7 +45,7 @@ Each round R:
 Every phase records in the store (table run_phases) when it finished, with what it produced. Stop the
 run at any moment, even with kill -9, and run the same command again: it resumes at the first unfinished
 phase, and nothing is lost or written twice (an interrupted train phase is redone from the round's
-starting checkpoint, after removing the rollouts it had written). Each round's checkpoint is recorded
+starting checkpoint, after removing the rollouts it had written, and only those). Each round's checkpoint is recorded
 in rounds.checkpoint; the next round trains from it.
 """
 
@@ -80,7 +80,8 @@ Watch it from another shell (the store is free between units of work):
 @wait_option
 def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, verbose: bool,
         log_path: Path | None, db: Path, wait: float) -> None:
-    from coevolve_engine.loop.config_files import load_config
+    from coevolve_engine.loop.config import ConfigError
+    from coevolve_engine.loop.config_files import blame_override, load_config
     from coevolve_engine.loop.template import render_template
 
     if rounds is not None:
@@ -103,6 +104,8 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     display = Display(verbose=verbose, log=log_path)
     try:
         report = RunLoop(db, config, wait=wait, echo=display).run()
+    except ConfigError as exc:  # refused before a round: name the --set that gave the refused value
+        raise blame_override(exc, overrides) from None
     finally:
         display.close()
     if report.done:

@@ -21,6 +21,9 @@ class ConfigError(CoevolveError):
 
 
 SIGNAL_NAMES = ("forgetting", "boundary", "rare")
+#: the largest seed a run takes: SEED + R (and + 1 for unguided synthesis) stays below 2**32, the bound of
+#: numpy's and transformers' set_seed, for any number of rounds a run could have
+MAX_SEED = 2**31 - 1
 
 
 @dataclass
@@ -205,6 +208,9 @@ class RunConfig:
                            "validation.max_success_rate": self.validation.max_success_rate}.items():
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{key} must be in [0, 1], got {value}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"seed must be in [0, {MAX_SEED}] (round R seeds its random choices with SEED + R, "
+                              f"and numpy takes seeds below 2**32), got {self.seed}")
         novelty = self.validation.novelty_threshold
         if not 0.0 < novelty <= 1.0:
             raise ConfigError(f"validation.novelty_threshold must be in (0, 1], got {novelty}")

@@ -9,8 +9,10 @@ then read over that file and states only what differs, as the ablation recipes u
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import difflib
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -70,19 +72,25 @@ def apply_override(data: dict[str, Any], override: str) -> None:
 
 
 def _read_table(path: Path) -> dict[str, Any]:
+    """The file's TOML table; a UTF-8 byte order mark at its start (some editors write one) is skipped."""
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file (write one with `coevolve-engine run --print-config > "
                           f"{path}`)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return tomllib.loads(data[bom:].decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
-        line = Path(path).read_bytes()[:exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}, line {line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-                          f"{exc.start}); TOML files are UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        offset = bom + exc.start
+        line = data[:offset].count(b"
+") + 1
+        raise ConfigError(f"{path}, line {line}: not UTF-8 text (byte {data[offset]:#04x} at offset {offset}); "
+                          "TOML files are UTF-8") from None
     except RecursionError:  # Python's TOML reader recurses once per level of nesting
         raise ConfigError(f"{path}: not valid TOML: arrays or tables nest too deeply to read") from None
 
@@ -151,12 +159,37 @@ def _override_only(override: str) -> dict[str, Any]:
 
 
 def _source_of(exc: ConfigError, path: Path | None, overrides: list[str] | tuple[str, ...]) -> str | None:
-    """Where a value that ``check`` refused came from: the last --set of its key, else the file."""
-    for override in reversed(overrides):
-        key = override.partition("=")[0].strip()
-        if str(exc).startswith(f"{key} ") or f" {key} " in str(exc):
-            return f"--set {override}"
+    """Where a value that ``check`` refused came from: the --set of the key it names, else the file."""
+    override = _override_of(str(exc), overrides)
+    if override is not None:
+        return f"--set {override}"
     return str(path) if path is not None else None
+
+
+def blame_override(exc: ConfigError, overrides: list[str] | tuple[str, ...]) -> ConfigError:
+    """A refusal by the check before a round (a plugin refusing one of its settings, a missing launcher), with
+    the --set that gave the refused key named first when one did; else ``exc`` as it is."""
+    override = _override_of(str(exc), overrides)
+    if override is None or f"--set {override}" in str(exc):
+        return exc
+    return ConfigError(f"--set {override}: {exc}")
+
+
+def _override_of(message: str, overrides: list[str] | tuple[str, ...]) -> str | None:
+    """The override whose key the message is about: it names the dotted key, or (a plugin's own setting, such as
+    trainer.options.learning_rate) it starts with the table's key and names the setting. When several fit, the
+    one named first (an unknown option's error goes on to list the known ones), the last given on a tie."""
+    found: list[tuple[int, int, str]] = []
+    for index, override in enumerate(overrides):
+        key = override.partition("=")[0].strip()
+        table, _, name = key.rpartition(".")
+        if message.startswith((f"{key} ", f"{key}:")) or f" {key} " in message:
+            found.append((0, -index, override))
+        elif table and message.startswith(f"{table}:"):
+            named = re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", message)
+            if named:
+                found.append((named.start(), -index, override))
+    return min(found)[2] if found else None
 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:

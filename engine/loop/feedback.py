@@ -56,17 +56,22 @@ def embed_flagged(run: RunContext, round_: int, label: str) -> dict[str, Any]:
 
 
 def patterns(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
-    """(commit) The round's flagged trajectories clustered into failure patterns, replacing any of the round."""
+    """(commit) The round's flagged trajectories clustered into failure patterns, or the round's patterns stored
+    by hand kept."""
     from coevolve_engine.patterns import find_patterns
     from coevolve_engine.patterns.select import select_flagged
 
     c, used = run.config, run.config.signals_used
     first, last = round_steps(run, round_, store)
+    # this step writes with the phase's 'finished' mark, so an interrupted attempt left no pattern: patterns
+    # the round already has were stored by another command (`coevolve-engine patterns`), and are kept as they
+    # are, as the weights phase keeps a weight set stored by hand
+    sizes = [size for (size,) in store.execute("SELECT size FROM failure_patterns WHERE round = $r ORDER BY cluster",
+                                               {"r": round_}).fetchall()]
+    if sizes:
+        return {"kept": True, "patterns": len(sizes), "sizes": sizes}
     params = c.signal_params()
     flagged = select_flagged(store, last, params, limit=1, first_step=first, signals=used).flagged
-    store.execute("DELETE FROM pattern_members WHERE pattern_id IN "
-                  "(SELECT pattern_id FROM failure_patterns WHERE round = $r)", {"r": round_})
-    store.execute("DELETE FROM failure_patterns WHERE round = $r", {"r": round_})
     outputs = {"flagged": flagged, "patterns": 0}
     if used is not None:
         outputs["signals"] = list(used)  # flagged counts only trajectories carrying one of these
@@ -82,6 +87,8 @@ def patterns(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]
 
 
 def describe_patterns(o: dict[str, Any]) -> str:
+    if o.get("kept"):
+        return f"kept the {o['patterns']} stored patterns of the round (sizes {o['sizes']})"
     by = f" by {', '.join(o['signals'])}" if o.get("signals") else ""
     if not o["patterns"]:
         return f"no trajectories flagged{by}, no patterns"

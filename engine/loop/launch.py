@@ -30,7 +30,10 @@ def launch(spec: dict[str, Any], launcher: str, echo: Callable[[str], None]) -> 
     spec_path.write_text(to_json({**spec, "run_pid": os.getpid()}), encoding="utf-8")
     result_path(spec_path).unlink(missing_ok=True)
     command = [*shlex.split(launcher), "-m", "coevolve_engine.loop.train_round", str(spec_path)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as exc:  # the run checks the launcher before a round; it may have gone since
+        raise RunError(f"trainer.launcher: cannot start {shlex.join(command)}: {exc.strerror or exc}") from None
     assert process.stdout is not None
     for line in process.stdout:
         detail(echo, line.rstrip("\n"))

@@ -26,23 +26,47 @@ def _checked(key: str, check: Callable[[], Any]) -> Any:
 
 
 def check_plugins(run: RunContext) -> None:
-    """Build or check every plugin of the run's configuration."""
+    """Build or check every plugin of the run's configuration, and the launcher's executable."""
     from coevolve_engine.curriculum import STRATEGIES
+    from coevolve_engine.loop.training import episode_options
     from coevolve_engine.synthesis.candidates import SYNTHESIZERS
     from coevolve_engine.trainers import TRAINERS
 
     config = run.config
     _checked("env", lambda: run.environment)
     trainer = _checked("trainer.name", lambda: TRAINERS.load(config.trainer.name))
-    _checked("trainer.options", lambda: trainer.check_options(config.trainer.options,
-                                                              f"trainer {config.trainer.name}"))
+    # the options exactly as the train phase hands them over: the run's [episode] settings included
+    options = _checked("trainer.options", lambda: episode_options(config.trainer.name, config.episode,
+                                                                  config.trainer.options))
+    _checked("trainer.options", lambda: trainer.check_options(options, f"trainer {config.trainer.name}"))
+    check_launcher(config.trainer.launcher)
     if config.warmup.steps > 0:
         warmup = _checked("warmup.trainer", lambda: TRAINERS.load(config.warmup.trainer))
-        _checked("warmup.options", lambda: warmup.check_options(config.warmup.options,
-                                                                f"warm-up trainer {config.warmup.trainer}"))
+        options = _checked("warmup.options", lambda: episode_options(config.warmup.trainer, config.episode,
+                                                                     config.warmup.options))
+        _checked("warmup.options", lambda: warmup.check_options(options, f"warm-up trainer {config.warmup.trainer}"))
+    _checked("curriculum.strategy", lambda: STRATEGIES.load(config.curriculum.strategy))  # a typo, named as one
     _checked("curriculum.settings" if config.curriculum.settings else "curriculum.strategy",
              lambda: STRATEGIES.build(config.curriculum.strategy, config.curriculum.settings, run.plugins()))
     if config.feedback:
         _checked("synthesis.synthesizer", lambda: SYNTHESIZERS.load(config.synthesis.synthesizer))
         _checked("synthesis.options", lambda: SYNTHESIZERS.build(config.synthesis.synthesizer,
                                                                  config.synthesis.options, run.plugins()))
+
+
+def check_launcher(launcher: str) -> None:
+    """``trainer.launcher`` (when set) splits into words as a shell would, and its first word is an executable."""
+    import shlex
+    import shutil
+
+    if not launcher:
+        return
+    try:
+        words = shlex.split(launcher)
+    except ValueError as exc:
+        raise ConfigError(f"trainer.launcher: {launcher!r} cannot be split into words ({exc})") from None
+    if not words:
+        raise ConfigError("trainer.launcher is blank; leave it empty (\"\") to train in the run's process")
+    if shutil.which(words[0]) is None:
+        raise ConfigError(f"trainer.launcher: {words[0]!r} is not an executable file nor a command on PATH "
+                          f"(from {launcher!r})")

@@ -101,7 +101,7 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"), "seed": c.seed + round_,
         "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name,
         "steps_per_write": c.trainer.steps_per_write,
-        "label": f"run round {round_} train",  # names the rollouts' writes in the ingests table
+        "label": train_label(round_),  # names the rollouts' writes in the ingests table
         "echo_label": label,
     }
     how = f" under `{c.trainer.launcher}`" if c.trainer.launcher else ""
@@ -125,21 +125,29 @@ def describe_train(o: dict[str, Any]) -> str:
             f"success {pct(o['success_rate'])} -> {o['checkpoint']}")
 
 
+def train_label(round_: int) -> str:
+    """What the round's train phase writes are named by in the ingests table (``StoreSink`` adds the group or
+    steps after it): a redone attempt finds and removes exactly these."""
+    return f"run round {round_} train"
+
+
 def _start_round(run: RunContext, round_: int) -> tuple[str, int, int]:
     """In one transaction: record the round's starting policy and first step, or, when an earlier attempt
-    recorded them, remove the rollouts it wrote at the round's steps (the policy that wrote them died with it)
-    and the ingests rows left empty. Returns (policy, first step, rollouts removed)."""
+    recorded them, remove the rollouts that attempt wrote (the policy that wrote them died with it) and their
+    ingests rows. Only the attempt's own writes go, found by their ingests label: rows another command put at
+    the round's steps (``ingest trajectories``, ``rollout``) stay. Returns (policy, first step, rollouts
+    removed)."""
     with run.store() as store, store.transaction() as con:
         policy = _starting_policy(run, store, round_)
         first, removed = round_row(store, round_).get("first_step"), 0
         if first is not None:
-            steps = {"first": first, "last": first + run.config.trainer.steps_per_round - 1}
-            removed = store.scalar("SELECT count(*) FROM trajectories WHERE step BETWEEN $first AND $last", steps)
-            written = [i for (i,) in con.execute("SELECT DISTINCT ingest_id FROM trajectories WHERE step BETWEEN "
-                                                   "$first AND $last AND ingest_id IS NOT NULL", steps).fetchall()]
-            con.execute("DELETE FROM trajectories WHERE step BETWEEN $first AND $last", steps)
-            con.execute("DELETE FROM ingests WHERE list_contains($written, ingest_id) AND ingest_id NOT IN "
-                        "(SELECT ingest_id FROM trajectories WHERE ingest_id IS NOT NULL)", {"written": written})
+            written = [i for (i,) in con.execute(
+                "SELECT ingest_id FROM ingests WHERE kind = 'trajectories' AND format = 'records' "
+                "AND starts_with(path, $label)", {"label": train_label(round_) + " "}).fetchall()]
+            removed = store.scalar("SELECT count(*) FROM trajectories WHERE list_contains($written, ingest_id)",
+                                   {"written": written})
+            con.execute("DELETE FROM trajectories WHERE list_contains($written, ingest_id)", {"written": written})
+            con.execute("DELETE FROM ingests WHERE list_contains($written, ingest_id)", {"written": written})
         else:
             first = int(store.scalar("SELECT coalesce(max(step), 0) FROM trajectories")) + 1
         con.execute("UPDATE rounds SET policy = $policy, first_step = $first WHERE round = $r",

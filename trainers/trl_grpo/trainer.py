@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
-from coevolve_engine.trainers.base import TrainContext, options_config  # how the run builds one
+from coevolve_engine.trainers.base import TrainContext, checked_trl_args, options_config  # how the run builds one
 
 
 @dataclass
@@ -73,6 +73,13 @@ class TRLGRPOConfig:
             raise ValueError(f"groups_per_step must be >= 1 (got {self.groups_per_step})")
         if self.max_new_tokens < 1 or self.max_completion_length < 1:
             raise ValueError("max_new_tokens and max_completion_length must be >= 1")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0: rollouts are sampled (got {self.temperature})")
+        negative = [f"{name} = {value}" for name, value in (
+            ("learning_rate", self.learning_rate), ("beta", self.beta), ("epsilon", self.epsilon),
+            ("epsilon_high", self.epsilon_high)) if not value >= 0]  # NaN too
+        if negative:
+            raise ValueError(f"{', '.join(negative)}: must be >= 0")
         from coevolve_engine.adapters.agents.base import EpisodeLimits
 
         EpisodeLimits(max_steps=self.max_steps, max_model_calls_per_turn=self.max_model_calls_per_turn)  # checks
@@ -88,6 +95,30 @@ class TRLGRPOConfig:
 # transformers 5 renamed gradient_checkpointing to activation_checkpointing; TRL still uses the old names, and
 # the warnings say nothing a user of this trainer can act on.
 _RENAMED = r".*gradient_checkpointing.* is deprecated"
+
+
+def grpo_args(config: TRLGRPOConfig) -> Any:
+    """TRL's ``GRPOConfig`` for ``config``: the settings derived from it with its ``trl_args`` laid over them.
+    Building it loads no model and writes nothing, so the run builds it before a round to check ``trl_args``."""
+    import torch
+    from trl import GRPOConfig
+
+    use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
+    k = config.num_generations
+    settings: dict[str, Any] = dict(
+        use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
+        beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
+        gradient_accumulation_steps=1, max_completion_length=config.max_completion_length, seed=config.seed,
+        save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
+    )
+    settings.update(checked_trl_args(config.trl_args, GRPOConfig))
+    if use_cpu:
+        settings["bf16"] = False
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
+        return GRPOConfig(output_dir=config.output_dir, num_generations=k,
+                          per_device_train_batch_size=k * config.groups_per_step,
+                          max_steps=1, **settings)  # max_steps is set by each train() call
 
 
 def environment_reward(prompts, completions, episode_reward, **_: Any) -> list[float]:
@@ -147,7 +178,6 @@ class TRLGRPOTrainer(Trainer):
         import torch
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from trl import GRPOConfig
 
         from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
 
@@ -163,23 +193,7 @@ class TRLGRPOTrainer(Trainer):
                 for task in specs]
         self._rows: list[dict[str, Any]] = []
         source.weights()  # fails early on a bad source
-        use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
-        k = config.num_generations
-        settings: dict[str, Any] = dict(
-            use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
-            beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
-            gradient_accumulation_steps=1, max_completion_length=config.max_completion_length, seed=config.seed,
-            save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
-        )
-        settings.update(config.trl_args)
-        if use_cpu:
-            settings["bf16"] = False
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
-            self.args = GRPOConfig(
-                output_dir=config.output_dir, num_generations=k, per_device_train_batch_size=k * config.groups_per_step,
-                max_steps=1, **settings,  # max_steps is set by each train() call
-            )
+        self.args = grpo_args(config)
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         tokenizer.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
@@ -221,6 +235,10 @@ class TRLGRPOTrainer(Trainer):
 
     options_class = TRLGRPOConfig
     run_sets = ("model", "output_dir", "seed", "policy_name", "save_checkpoint")
+
+    @classmethod
+    def check_config(cls, config: TRLGRPOConfig) -> None:
+        grpo_args(config)  # TRL's own checks of the settings and trl_args
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: TrainContext) -> "TRLGRPOTrainer":
