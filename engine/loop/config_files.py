@@ -87,8 +87,7 @@ def _read_table(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         offset = bom + exc.start
-        line = data[:offset].count(b"
-") + 1
+        line = data[:offset].count(b"\n") + 1
         raise ConfigError(f"{path}, line {line}: not UTF-8 text (byte {data[offset]:#04x} at offset {offset}); "
                           "TOML files are UTF-8") from None
     except RecursionError:  # Python's TOML reader recurses once per level of nesting
