@@ -188,7 +188,7 @@ def generate_trajectories(folder: Path, rows: int) -> tuple[Path, Path]:
     return jsonl, parquet
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true",
                         help="a tiny size of everything (2,000 rows, a demo of one step without feedback); what is "
@@ -198,7 +198,12 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=0.5, help="seconds between two queries")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
     parser.add_argument("--reader", nargs=4, metavar=("DB", "OUT", "STOP", "EVERY"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.reader:
         db, out, stop, every = args.reader
         reader(Path(db), Path(out), Path(stop), float(every))

@@ -284,6 +284,7 @@ def bench_parser(script: str) -> argparse.ArgumentParser:
     try:
         spec = importlib.util.spec_from_file_location(f"readme_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as an import does: a dataclass looks its module up there
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(path.parent))
