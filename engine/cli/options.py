@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.loop.config import MAX_ROUNDS
 from coevolve_engine.records import MAX_ROUND, MAX_STEP
 from coevolve_engine.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS
 
@@ -24,7 +25,7 @@ ROUND = click.IntRange(0, MAX_ROUND)
 #: the type of every option that names a training step: a step a trajectory may have
 STEP = click.IntRange(0, MAX_STEP)
 #: the type of run's and demo's --rounds: a run plans every round it has left when it starts
-ROUNDS = click.IntRange(1, 10_000)
+ROUNDS = click.IntRange(1, MAX_ROUNDS)
 #: the type of every --seed option: the range numpy's legacy seeding, KMeans and set_seed accept
 SEED = click.IntRange(0, 2**32 - 1)
 

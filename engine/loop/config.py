@@ -14,6 +14,8 @@ from typing import Any
 
 from coevolve_engine.core.settings import setting
 from coevolve_engine.errors import CoevolveError
+from coevolve_engine.rollouts import MAX_GROUP_SIZE
+from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
 
 
 class ConfigError(CoevolveError):
@@ -24,6 +26,8 @@ SIGNAL_NAMES = ("forgetting", "boundary", "rare")
 #: the largest seed a run takes: SEED + R (and + 1 for unguided synthesis) stays below 2**32, the bound of
 #: numpy's and transformers' set_seed, for any number of rounds a run could have
 MAX_SEED = 2**31 - 1
+#: the most rounds a run may have: it plans every round it has left when it starts
+MAX_ROUNDS = 10_000
 
 
 @dataclass
@@ -193,6 +197,11 @@ class RunConfig:
         for key, value in positive.items():
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
+        for key, value, most in (("rounds", self.rounds, MAX_ROUNDS),
+                                 ("synthesis.max_candidates", self.synthesis.max_candidates, MAX_CANDIDATES),
+                                 ("validation.k", self.validation.k, MAX_GROUP_SIZE)):
+            if value > most:
+                raise ConfigError(f"{key} must be at most {most:,}, got {value:,}")
         for key, value in {"warmup.steps": self.warmup.steps, "eval.every": self.eval.every,
                            "eval.max_tasks": self.eval.max_tasks, "bootstrap.n": self.bootstrap.n,
                            "episode.max_steps": self.episode.max_steps, "agent.retries": self.agent.retries,
