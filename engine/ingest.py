@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable
 
 import duckdb
 import pyarrow as pa
@@ -527,10 +527,8 @@ def ingest_path(db: Path, path: Path, *, kind: str, format: str | None = None, c
 
     fmt = detect_format(path, format)
 
-    @contextmanager
-    def opened(read_only: bool) -> Iterator["Store"]:
-        with Store(db, read_only=read_only, create=False, wait=wait) as store:
-            yield store
+    def opened(read_only: bool) -> "Store":  # a Store is its own context manager: opened here, closed by the with
+        return Store(db, read_only=read_only, create=False, wait=wait)
 
     return _ingest(opened, str(path), fmt, kind, lambda con: open_source(con, path, fmt, FIELDS[kind]),
                    create_tasks=create_tasks)
