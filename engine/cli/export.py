@@ -72,6 +72,12 @@ def export(round_: int, layout: str | None, output: Path | None, weights_from_ro
     click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"
                + (f"; {report.left_out} with weight 0 left out" if report.left_out else "") + ")")
     click.echo(f"{report.manifest}: row index -> task id and weight")
+    if report.verl_files:
+        click.echo(f"{report.verl_files['tools']}, {report.verl_files['interaction']}, "
+                   f"{report.verl_files['agent_loop']}: verl's tools, interaction and agent loop for whole episodes")
+        click.echo("train with (MODEL, ROLLOUTS and the GPUs are yours; the hyperparameters: README, "
+                   "\"Training with verl\"):")
+        click.echo(report.verl_command)
 
 
 @click.command(name="import-rollouts", epilog="""\b
