@@ -65,11 +65,18 @@ def player_verdicts(environment: Any, tasks: list[tuple[str, dict]]) -> dict[str
 
     found = {}
     for index, (task_id, spec) in enumerate(tasks):
-        answers = scripted_answers(environment, spec, index % len(VARIANTS))
-        rollout = run_task(environment, task_id, spec, Scripted(answers))
-        found[task_id] = {"answers": answers, "variant": VARIANTS[index % len(VARIANTS)], "user_turns":
-                          len(spec["turns"]), "record": rollout.to_record()}
+        variants = []
+        for variant in range(len(VARIANTS)):
+            answers = scripted_answers(environment, spec, variant)
+            variants.append({"answers": answers, "record": run_task(environment, task_id, spec,
+                                                                    Scripted(answers)).to_record()})
+        found[task_id] = {"index": index, "user_turns": len(spec["turns"]), "variants": variants}
     return found
+
+
+def played_file(episodes: dict) -> Path:
+    """Which script each request played (request_id -> [task, variant]), written by the child beside the dump."""
+    return Path(episodes["dump"]).with_name("played.json")
 
 
 def build(folder: Path) -> dict:
@@ -109,6 +116,9 @@ def import_back(spec: dict, report) -> None:
     episodes = spec["episodes"]
     dumps = sorted(Path(episodes["dump"]).glob("*.jsonl"))
     lines = [json.loads(line) for path in dumps for line in path.read_text().splitlines() if line.strip()]
+    played = json.loads(played_file(episodes).read_text())
+    records_of = {line["request_id"]: episodes["script"][line["task_id"]]["variants"][played[line["request_id"]][1]]
+                  ["record"] for line in lines}
     direct_db = Path(episodes["db"]).with_name("direct.duckdb")
     shutil.copy(episodes["db"], direct_db)
     imported = CliRunner().invoke(cli, ["import-rollouts", "--layout", "verl", str(dumps[0].parent), "--db",
@@ -118,7 +128,7 @@ def import_back(spec: dict, report) -> None:
     jsonl = Path(episodes["dump"]).with_name("direct.jsonl")
     records = []
     for line in lines:
-        record = dict(episodes["script"][line["task_id"]]["record"])
+        record = dict(records_of[line["request_id"]])
         record.update(step=line["step"], group_id=line["uid"])
         records.append(json.dumps(record))
     jsonl.write_text("\n".join(records) + "\n")
@@ -129,12 +139,12 @@ def import_back(spec: dict, report) -> None:
     with Store(episodes["db"], read_only=True) as store:
         rows = store.execute("SELECT task_id, step, group_id, CAST(messages AS VARCHAR), CAST(actions AS VARCHAR), "
                              "CAST(meta AS VARCHAR) FROM trajectories ORDER BY task_id, group_id").fetchall()
-        repeated = [row for row in rows if row[0] == lines[0]["task_id"] and row[0] == _repeated_task(lines)]
+        repeated = [row for row in rows if row[0] == _repeated_task(lines)]
         groups = {row[2] for row in repeated}
-        turns_kept = all(json.loads(row[5]).get("turns") == episodes["script"][row[0]]["user_turns"]
-                         for row in rows if episodes["script"][row[0]]["record"]["meta"]["stop"] == "done")
-        actions_kept = all(json.loads(row[4]) == episodes["script"][row[0]]["record"]["actions"] for row in rows)
-        chats_kept = all(json.loads(row[3]) == episodes["script"][row[0]]["record"]["messages"] for row in rows)
+        by_request = {json.loads(row[5])["request_id"]: row for row in rows}
+        turns_kept = all(json.loads(row[5])["turns"] == episodes["script"][row[0]]["user_turns"] for row in rows)
+        actions_kept = all(json.loads(by_request[r][4]) == record["actions"] for r, record in records_of.items())
+        chats_kept = all(json.loads(by_request[r][3]) == record["messages"] for r, record in records_of.items())
         report(len(groups) == 2 and all("@" not in g for g in groups) and len(repeated) == 2 * ROLLOUT_N,
                f"the task drawn twice in step {lines[0]['step']}: {len(repeated)} rollouts in {len(groups)} groups "
                f"named by verl's uid ({', '.join(sorted(g[:8] + '...' for g in groups))}), not task@step")
@@ -168,14 +178,16 @@ def _signal_rows(store, view: str) -> list[tuple]:
 # -- child: verl plays the export --------------------------------------------------------------------------------
 
 class ScriptedServer:
-    """A stand-in for verl's LLM server client (vLLM/SGLang): each request answers with its task's scripted
-    answers in order, as token ids of the tokenizer, ending in its end-of-turn token. The task is told from the
-    first prompt it sees (the first user turn in it)."""
+    """A stand-in for verl's LLM server client (vLLM/SGLang): each request answers with one of its task's scripts
+    (the task's k-th request plays variant (task index + k) mod 3, so the rollouts of one draw differ), as token
+    ids of the tokenizer, each answer ending in its end-of-turn token. The task is told from the first prompt a
+    request sends (the first user turn in it)."""
 
     def __init__(self, tokenizer, script: dict[str, dict], openings: dict[str, str]) -> None:
         self.tokenizer, self.script, self.openings = tokenizer, script, openings
         self.generated: dict[str, list[list[int]]] = {}
         self.queues: dict[str, list[str]] = {}
+        self.played: dict[str, tuple[str, int]] = {}
 
     async def generate(self, *, request_id: str, prompt_ids: list[int], sampling_params: dict, **kwargs):
         from verl.workers.rollout.replica import TokenOutput
@@ -184,7 +196,9 @@ class ScriptedServer:
             text = self.tokenizer.decode(prompt_ids)
             matches = [task for task, opening in self.openings.items() if opening in text]
             task = max(matches, key=lambda t: len(self.openings[t]))
-            self.queues[request_id] = list(self.script[task]["answers"])
+            variant = (self.script[task]["index"] + sum(t == task for t, _ in self.played.values())) % len(VARIANTS)
+            self.played[request_id] = (task, variant)
+            self.queues[request_id] = list(self.script[task]["variants"][variant]["answers"])
             self.generated[request_id] = []
         queue = self.queues[request_id]
         text = queue.pop(0) if queue else "The script ran out."
@@ -244,7 +258,7 @@ def child_check(spec: dict, composed, report) -> str:
            f"({len(worker.tools)} verl tools)")
 
     compute_score = get_custom_reward_fn(config)
-    results, mismatched, unplayed, masks_bad = [], [], [], []
+    results, requests, mismatched, unplayed, masks_bad = [], [], [], [], []
     for i in range(len(batch)):
         item = batch[i]
         extra = dict(item.non_tensor_batch["extra_info"])
@@ -252,8 +266,10 @@ def child_check(spec: dict, composed, report) -> str:
         result = compute_score(data_source=item.non_tensor_batch["data_source"], solution_str="",
                                ground_truth=item.non_tensor_batch["reward_model"]["ground_truth"], extra_info=extra)
         results.append(result)
-        script = episodes["script"][result["task_id"]]
-        record = script["record"]
+        requests.append(item.non_tensor_batch["request_id"])
+        task, variant = server.played[requests[-1]]
+        script = episodes["script"][task]
+        record = script["variants"][variant]["record"]
         if result["score"] != record["reward"] or result["stop"] != record["meta"]["stop"]:
             mismatched.append(result["task_id"])
         if result["turns"] != script["user_turns"] or result["stop"] != "done":
@@ -265,8 +281,8 @@ def child_check(spec: dict, composed, report) -> str:
             masks_bad.append(result["task_id"])
     verdicts = {"passed": sum(r["score"] == 1.0 for r in results), "failed": sum(r["score"] == 0.0 for r in results)}
     per_variant = {}
-    for result in results:
-        variant = episodes["script"][result["task_id"]]["variant"]
+    for result, request in zip(results, requests):
+        variant = VARIANTS[server.played[request][1]]
         per_variant.setdefault(variant, set()).add(result["score"])
     turns = sorted({episodes["script"][r["task_id"]]["user_turns"] for r in results})
     report(not unplayed, f"every user turn played: {len(results)} episodes of {len(dataset)} tasks with "
@@ -286,6 +302,7 @@ def child_check(spec: dict, composed, report) -> str:
                           f"0 on the {tool_tokens} tokens of tool results and user turns"
            + (f"; not in: {sorted(set(masks_bad))[:5]}" if masks_bad else ""))
 
+    played_file(episodes).write_text(json.dumps(server.played))
     # verl's own writer: RayPPOTrainer._log_rollout_data -> _dump_generations -> _write_generations
     reward_extra = {key: np.array([r[key] for r in results], dtype=object) for key in results[0] if key != "score"}
     scores = torch.zeros(batch.batch["responses"].shape, dtype=torch.float32)
