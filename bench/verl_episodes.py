@@ -227,8 +227,7 @@ def child_check(spec: dict, composed, report) -> str:
     overrides = [token for token in episodes["command"].replace("\\\n", " ").split() if "=" in token]
     overrides = [o.replace("MODEL", spec["exports"]["policy"]).replace("ROLLOUTS", episodes["dump"]) for o in overrides]
     overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.rollout.n=")] + [
-        f"actor_rollout_ref.rollout.n={ROLLOUT_N}", "data.max_prompt_length=8192", "data.max_response_length=8192",
-        "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=100000"]
+        f"actor_rollout_ref.rollout.n={ROLLOUT_N}", "data.max_prompt_length=8192", "data.max_response_length=8192"]
     config = composed(overrides)
     report(True, f"the command export printed composes strictly ({len(overrides)} overrides, paths filled in)")
     tokenizer = AutoTokenizer.from_pretrained(spec["exports"]["tokenizer"])
