@@ -21,11 +21,12 @@ What it checks, printing one line per item and exiting non-zero on any failure:
    ``RLHFDataset`` and verl's own sampler (``create_rl_sampler``: uniform, the paper's method) and with the
    dataset class the weighted command names (``data.custom_cls``), whose draws must follow the rows' weights;
    a batch of each goes through verl's ``collate_fn``.
-3. episodes (``bench/verl_episodes.py``): 24 BFCL multi-turn tasks (2-5 user turns) exported, the verl command
-   ``export`` printed composed strictly, and verl's ``AgentLoopWorker`` loading the export's tool and agent-loop
-   configs plays every row (one drawn twice, ``rollout.n=2``) with ``coevolve_engine.trainers.verl_bfcl``'s agent
-   loop, interaction and tools against a scripted server (token ids of the tiny tokenizer: the ground truth, the
-   ground truth one call per answer, or the last turn without calls); every turn is played, the reward function
+3. episodes (``bench/verl_episodes.py``): 24 BFCL multi-turn tasks (20 base tasks of 2-5 user turns, 4 miss_func)
+   exported, the verl command ``export`` printed composed strictly, and verl's ``AgentLoopWorker`` loading the
+   export's tool and agent-loop configs plays every row (one drawn twice, ``rollout.n=2``) with
+   ``coevolve_engine.trainers.verl_bfcl``'s agent loop, interaction and tools against a scripted server (token
+   ids of the tiny tokenizer: the ground truth, the ground truth one call per answer, or the last turn without
+   calls); every turn is played, the reward function
    (loaded by verl's ``get_custom_reward_fn``) gives the episode player's verdict on the same answers, and the
    response mask is 1 on exactly the generated tokens.
 4. dump: verl's ``RayPPOTrainer._log_rollout_data`` writes the step's rollouts; ``import-rollouts`` reads them
@@ -380,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             episodes().import_back(spec, report)
         else:
             report(False, "verl wrote no dump to import")
-    print(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'} against verl {verl_side['verl']}")
+    outcome = "all checks passed" if not failures else f"{failures} check(s) failed"
+    print(f"\n{outcome} against verl {verl_side['verl']}")
     return 1 if failures else 0
 
 

@@ -14,7 +14,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-TASKS = 24  # BFCL multi_turn_base tasks (2-5 user turns each in bfcl-eval 2026.3.23)
+# BFCL tasks by category: base tasks have 2-5 user turns in bfcl-eval 2026.3.23; miss_func ones one more (the turn
+# that releases the held-out functions)
+TASKS = {"multi_turn_base": 20, "multi_turn_miss_func": 4}
 VARIANTS = ("ground truth, one answer per turn", "ground truth, one call per answer",
             "the last turn answered without calls")
 REPEATED = 0  # the row drawn twice in the dumped step (two draws: two verl uids)
@@ -89,10 +91,11 @@ def build(folder: Path) -> dict:
     from coevolve_engine.trainers.export import export_round
 
     db = folder / "episodes.duckdb"
-    result = CliRunner().invoke(cli, ["tasks", "import", "bfcl", "--category", "multi_turn_base", "--split",
-                                      "train", "--limit", str(TASKS), "--db", str(db), "--create"])
-    if result.exit_code != 0:
-        raise SystemExit(f"could not import BFCL tasks: {result.output}")
+    for category, limit in TASKS.items():
+        result = CliRunner().invoke(cli, ["tasks", "import", "bfcl", "--category", category, "--split", "train",
+                                          "--limit", str(limit), "--db", str(db), "--create"])
+        if result.exit_code != 0:
+            raise SystemExit(f"could not import BFCL tasks: {result.output}")
     with Store(db) as store:
         rows = store.execute("SELECT task_id, CAST(spec AS VARCHAR) FROM tasks ORDER BY task_id").fetchall()
         report = export_round(store, 0, "verl", folder / "episodes", uniform=True)
@@ -181,9 +184,9 @@ class ScriptedServer:
     """A stand-in for verl's LLM server client (vLLM/SGLang): each request answers with one of its task's scripts
     (the task's k-th request plays variant (task index + k) mod 3, so the rollouts of one draw differ), as token
     ids of the tokenizer, each answer ending in its end-of-turn token. The task is told from the first prompt a
-    request sends (the first user turn in it)."""
+    request sends (``openings``: each task's rendered opening -> the tasks that open so)."""
 
-    def __init__(self, tokenizer, script: dict[str, dict], openings: dict[str, str]) -> None:
+    def __init__(self, tokenizer, script: dict[str, dict], openings: dict[str, list[str]]) -> None:
         self.tokenizer, self.script, self.openings = tokenizer, script, openings
         self.generated: dict[str, list[list[int]]] = {}
         self.queues: dict[str, list[str]] = {}
@@ -193,9 +196,8 @@ class ScriptedServer:
         from verl.workers.rollout.replica import TokenOutput
 
         if request_id not in self.queues:
-            text = self.tokenizer.decode(prompt_ids)
-            matches = [task for task, opening in self.openings.items() if opening in text]
-            task = max(matches, key=lambda t: len(self.openings[t]))
+            tasks = self.openings[self.tokenizer.decode(prompt_ids)]
+            task = tasks[len(self.queues) % len(tasks)]  # tasks with the very same opening take turns
             variant = (self.script[task]["index"] + sum(t == task for t, _ in self.played.values())) % len(VARIANTS)
             self.played[request_id] = (task, variant)
             self.queues[request_id] = list(self.script[task]["variants"][variant]["answers"])
@@ -241,10 +243,13 @@ def child_check(spec: dict, composed, report) -> str:
     trainer = RayPPOTrainer.__new__(RayPPOTrainer)
     trainer.tokenizer, trainer.global_steps, trainer.config = tokenizer, 1, config
     gen_batch = trainer._get_gen_batch(batch)
-    openings = {}
+    openings: dict[str, list[str]] = {}
     for i in range(len(dataset)):
         row = dataset.dataframe[i]
-        openings[row["extra_info"]["task_id"]] = [m for m in row["prompt"] if m["role"] == "user"][0]["content"]
+        text = tokenizer.apply_chat_template(row["prompt"], tools=json.loads(row["extra_info"]["tools"]),
+                                             add_generation_prompt=True, tokenize=False)
+        text = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False))
+        openings.setdefault(text, []).append(row["extra_info"]["task_id"])
     server = ScriptedServer(tokenizer, episodes["script"], openings)
     with contextlib.redirect_stdout(io.StringIO()):
         worker = AgentLoopWorker(config, llm_client=server)
@@ -297,6 +302,12 @@ def child_check(spec: dict, composed, report) -> str:
     actions = sum(len(json.loads(r["actions"])) for r in results)
     report(ran == actions and ran > 0, f"the {actions} tool calls of the episodes ran through the verl tools "
                                        f"(EpisodeTool.create/execute/release on each episode's own BFCL instance)")
+    released = [json.loads(batch.non_tensor_batch["coevolve_released"][i]) for i in range(len(batch))]
+    missed = [i for i in range(len(batch)) if "miss_func" in batch.non_tensor_batch["extra_info"][i]["task_id"]]
+    report(missed and all(released[i] for i in missed) and not any(released[i] for i in range(len(batch))
+                                                                    if i not in missed),
+           f"functions released mid-episode (miss_func) shown in the release turn's user message in all "
+           f"{len(missed)} miss_func episodes: {sorted({name for i in missed for name in released[i]})}")
     report(not masks_bad, f"response mask: 1 on exactly the tokens the server generated, in order, in every episode; "
                           f"0 on the {tool_tokens} tokens of tool results and user turns"
            + (f"; not in: {sorted(set(masks_bad))[:5]}" if masks_bad else ""))

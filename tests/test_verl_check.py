@@ -5,6 +5,8 @@ that verl: overrides, datasets, BFCL episodes in verl's agent loop, and verl's d
 from __future__ import annotations
 
 import collections
+import importlib
+import importlib.util
 import os
 import runpy
 import subprocess
@@ -92,3 +94,10 @@ def test_the_verl_check_passes_against_the_installed_verl():
                  "verl's RayPPOTrainer._log_rollout_data wrote", "in 2 groups named by verl's uid",
                  "signal view boundary"):
         assert item in result.stdout, item
+
+
+@pytest.mark.skipif(importlib.util.find_spec("verl") is not None, reason="verl is installed here")
+def test_the_verl_integration_says_it_needs_verl():
+    with pytest.raises(ModuleNotFoundError, match="runs inside verl; install verl") as caught:
+        importlib.import_module("coevolve_engine.trainers.verl_bfcl")
+    assert caught.value.name == "verl"

@@ -19,7 +19,9 @@ export --layout verl`` writes the files that name what is here:
 - ``EpisodeAgentLoop`` (``agent_loop.yaml`` registers it as ``coevolve_episode``) is verl's ``ToolAgentLoop`` playing
   a whole episode: it generates with verl's server manager, merges tokens with verl's Continuous Token builder
   (response mask 1 on generated tokens only), hands each answer to the interaction, and appends the tool results
-  and the next user turn as context (mask 0) until the episode is over or ``response_length`` is reached.
+  and the next user turn as context (mask 0) until the episode is over or ``response_length`` is reached. The
+  prompt's tokens never change, so functions released at a later turn (BFCL's miss_func) are shown in that turn's
+  user message, as ``<tools>`` schemas, rather than in the system prompt.
 """
 
 from __future__ import annotations
@@ -296,6 +298,7 @@ class EpisodeAgentLoop(ToolAgentLoop):
         mask: list[int] = []
         logprobs: list[float] = []
         answers: list[str] = []
+        released: list[str] = []
         metrics: dict[str, Any] = {}
         try:
             while not interaction.done(instance_id):
@@ -310,6 +313,7 @@ class EpisodeAgentLoop(ToolAgentLoop):
                 added = await interaction.answer(instance_id, answers[-1])
                 if interaction.done(instance_id):
                     break
+                added = await self._show_released(interaction, instance_id, added, tool_schemas, released)
                 if len(mask) >= self.response_length:
                     interaction.stop(instance_id, STOP_MAX_TOKENS, f"response_length={self.response_length} reached")
                     break
@@ -329,7 +333,22 @@ class EpisodeAgentLoop(ToolAgentLoop):
             response_logprobs=logprobs[: self.response_length] if logprobs else None,
             num_turns=len(rollout.messages) if rollout else len(messages), metrics=metrics,
             extra_fields={ANSWERS: json.dumps(answers, ensure_ascii=False), "uid": str(kwargs.get("uid") or ""),
-                          "request_id": request_id, "coevolve_turns": rollout.turns if rollout else 0})
+                          "request_id": request_id, "coevolve_turns": rollout.turns if rollout else 0,
+                          "coevolve_released": json.dumps(released)})
+
+    async def _show_released(self, interaction: EpisodeInteraction, instance_id: str, added: list[dict[str, Any]],
+                             opening_tools: list[dict[str, Any]], released: list[str]) -> list[dict[str, Any]]:
+        """Functions the interaction released at the new user turn, shown in that turn's message (the tools of
+        the opening stay in the system prompt: the tokens before never change), in the chat template's
+        ``<tools>`` form; their names are added to ``released``."""
+        _, _, _, shown_now = await interaction.generate_response(instance_id)
+        known = {tool["function"]["name"] for tool in opening_tools} | set(released)
+        new = [tool for tool in shown_now.get("tools", []) if tool["function"]["name"] not in known]
+        if not new or not added or added[-1].get("role") != "user":
+            return added
+        released += [tool["function"]["name"] for tool in new]
+        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in new)
+        return added[:-1] + [{**added[-1], "content": f"{added[-1]['content']}\n\n<tools>\n{schemas}\n</tools>"}]
 
     def _decode(self, token_ids: list[int]) -> str:
         """An answer's text as the project's local agent reads one: special tokens kept (``<tool_call>``), the end
