@@ -51,8 +51,8 @@ from coevolve_engine.adapters.calls import parse_tool_call_text
 from coevolve_engine.core.environment import Episode, Observation, ToolCall
 from coevolve_engine.core.rollout import STOP_MAX_TOKENS, Rollout
 from coevolve_engine.errors import CoevolveError
+from coevolve_engine.trainers.export.verl_files import AGENT_LOOP
 
-AGENT_LOOP = "coevolve_episode"
 INTERACTION = "coevolve"
 ANSWERS = "coevolve_answers"  # extra field: the model's answers (decoded text), JSON list, in order
 POLICY = "verl"

@@ -47,7 +47,8 @@ manifest.json maps each row index to its task and weight; import-rollouts --mani
               help="Read weights from this round of task_weights instead of --round's.")
 @click.option("--uniform", is_flag=True, help="Ignore task_weights: every task in the store with weight 1.")
 @click.option("--interaction", default="coevolve", show_default=True,
-              help="verl: interaction name put in extra_info.interaction_kwargs (empty string: none).")
+              help="verl: interaction name put in extra_info.interaction_kwargs (empty string: none, and rows "
+                   "of single prompts instead of whole episodes).")
 @click.option("--tool", "tools", multiple=True,
               help="verl: a tool name that receives the task in extra_info.tools_kwargs (repeatable).")
 @click.option("--force", is_flag=True,

@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from coevolve_engine.outputs import check_output, write_output
 from coevolve_engine.trainers.export.layouts import ExportTask, openrlhf_record, verl_row
-from coevolve_engine.trainers.export.verl_files import episode_openings, verl_command, write_verl_files
+from coevolve_engine.trainers.export.verl_files import (
+    AGENT_LOOP,
+    FILES as VERL_FILES,
+    episode_openings,
+    verl_command,
+    write_verl_files,
+)
 from coevolve_engine.trainers.export.weights import (
     ExportError,
     RoundWeights,
@@ -37,7 +43,6 @@ if TYPE_CHECKING:
 FORMATS = ("verl", "openrlhf")
 DATA_FILES = {"verl": "train.parquet", "openrlhf": "train.jsonl"}
 MANIFEST = "manifest.json"
-AGENT_LOOP = "coevolve_episode"  # the verl agent loop of coevolve_engine.trainers.verl_bfcl
 
 __all__ = [
     "DATA_FILES",
@@ -161,6 +166,8 @@ def export_round(
     command: str | None = None
     if format == "verl":
         openings = episode_openings(tasks) if interaction and not tools else {}
+        for name in VERL_FILES.values() if openings else ():
+            check_output(out_dir / name, "json", db=store.path, force=force)
         rows = [verl_row(task, i, interaction=interaction, tools=tuple(tools), opening=openings.get(task.task_id),
                          agent_loop=AGENT_LOOP) for i, task in enumerate(tasks)]
         write_output(data_file, _parquet_bytes(rows), "parquet", db=store.path, force=force)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MODULE = "coevolve_engine.trainers.verl_bfcl"
+AGENT_LOOP = "coevolve_episode"  # the name agent_loop.json gives verl_bfcl.EpisodeAgentLoop; rows name it
 FILES = {"tools": "tool_config.json", "interaction": "interaction_config.json", "agent_loop": "agent_loop.json"}
 
 
@@ -68,7 +69,7 @@ def write_verl_files(out_dir: Path, openings: list["EpisodeOpening"], interactio
                        for _, schema in sorted(functions.items())]}
     interactions = {"interaction": [{"name": interaction, "class_name": f"{MODULE}.EpisodeInteraction",
                                      "config": {}}]}
-    loops = [{"name": "coevolve_episode", "_target_": f"{MODULE}.EpisodeAgentLoop",
+    loops = [{"name": AGENT_LOOP, "_target_": f"{MODULE}.EpisodeAgentLoop",
               "interaction_config_path": str(paths["interaction"])}]
     for kind, content in (("tools", tools), ("interaction", interactions), ("agent_loop", loops)):
         write_output(paths[kind], json.dumps(content, indent=1, ensure_ascii=False) + "\n", "json", db=db,
