@@ -21,6 +21,17 @@ What it checks, printing one line per item and exiting non-zero on any failure:
    ``RLHFDataset`` and verl's own sampler (``create_rl_sampler``: uniform, the paper's method) and with the
    dataset class the weighted command names (``data.custom_cls``), whose draws must follow the rows' weights;
    a batch of each goes through verl's ``collate_fn``.
+3. episodes (``bench/verl_episodes.py``): 24 BFCL multi-turn tasks (20 base tasks of 2-5 user turns, 4 miss_func)
+   exported, the verl command ``export`` printed composed strictly, and verl's ``AgentLoopWorker`` loading the
+   export's tool and agent-loop configs plays every row (one drawn twice, ``rollout.n=2``) with
+   ``coevolve_engine.trainers.verl_bfcl``'s agent loop, interaction and tools against a scripted server (token
+   ids of the tiny tokenizer: the ground truth, the ground truth one call per answer, or the last turn without
+   calls); every turn is played, the reward function
+   (loaded by verl's ``get_custom_reward_fn``) gives the episode player's verdict on the same answers, and the
+   response mask is 1 on exactly the generated tokens.
+4. dump: verl's ``RayPPOTrainer._log_rollout_data`` writes the step's rollouts; ``import-rollouts`` reads them
+   back with their turns, tool calls, chats and one group per draw (verl's ``uid``), and the signal views equal
+   those of the episode player's rollouts of the same draws ingested as JSON lines.
 """
 
 from __future__ import annotations
@@ -40,8 +51,11 @@ TORCH = "torch==2.13.0"  # the CPU build the project pins (pyproject.toml)
 # The dependencies verl declares that composing its config and loading its dataset import; installed at the
 # versions verl's own metadata asks for.
 NEEDED = ("hydra-core", "omegaconf", "transformers", "datasets", "pyarrow", "pandas", "numpy", "ray", "tensordict",
-          "torchdata", "codetiming", "packaging", "dill")
-EXTRA = ("pillow",)  # imported by verl's dataset module, not declared by verl
+          "torchdata", "codetiming", "packaging", "dill", "peft", "accelerate")
+EXTRA = ("pillow", "cachetools")  # imported by verl's dataset module and agent loop, not declared by verl
+# What coevolve_engine needs there (its dependencies and the `bfcl` extra, read from pyproject.toml), and the
+# bfcl-eval release the project installs without its dependencies.
+BFCL_EVAL = "bfcl-eval==2026.3.23"
 VERL_PREFIXES = ("data.", "actor_rollout_ref.", "algorithm.")  # sections our own run config does not have
 OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w]*(\.[\w]+)+=\S*$")
 ANYWHERE = re.compile(r"(?<![\w./=-])([+~]?(?:data|actor_rollout_ref|algorithm)(?:\.\w+)+=[^\s`'\",;)]+)")
@@ -117,7 +131,7 @@ def sample_exports(folder: Path) -> dict:
 
     db = folder / "check.duckdb"
     result = CliRunner().invoke(cli, ["tasks", "import", "bfcl", "--category", "multi_turn_base", "--split",
-                                      "train", "--limit", "6", "--db", str(db)])
+                                      "train", "--limit", "6", "--db", str(db), "--create"])
     if result.exit_code != 0:
         raise SystemExit(f"could not import BFCL tasks: {result.output}")
     with Store(db) as store:
@@ -129,7 +143,8 @@ def sample_exports(folder: Path) -> dict:
         uniform = export_round(store, 0, "verl", folder / "uniform", uniform=True)
         weighted = export_round(store, 0, "verl", folder / "weighted")
     tokenizer = runpy.run_path(str(REPO / "recipes" / "build_tiny_policy.py"))["build"](folder / "policy")
-    return {"uniform": str(uniform.data_file), "weighted": str(weighted.data_file), "tokenizer": str(tokenizer)}
+    return {"uniform": str(uniform.data_file), "weighted": str(weighted.data_file), "tokenizer": str(tokenizer),
+            "policy": str(tokenizer)}
 
 
 # -- the virtual environment with verl ---------------------------------------------------------------------------
@@ -155,7 +170,15 @@ def install(venv: Path, version: str) -> None:
         name = re.split(r"[<>=!~\[ ]", requirement, maxsplit=1)[0].lower()
         if name in NEEDED:
             wanted.append(re.sub(r"\[[^\]]*\]", "", requirement))  # ray[default] -> ray: no dashboard needed
-    pip(venv, "-c", str(constraints), *wanted, *EXTRA)
+    pip(venv, "-c", str(constraints), *wanted, *EXTRA, *project_requirements())
+    pip(venv, "--no-deps", BFCL_EVAL)
+
+
+def project_requirements() -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["bfcl"]]
 
 
 def install_checkout(venv: Path) -> None:
@@ -273,9 +296,24 @@ def child(spec_path: str) -> int:
                 report(ok, f"{route}: {detail}")
             except Exception as exc:
                 report(False, f"{route}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-    print(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'} against verl "
-          f"{verl.__version__}")
+
+        try:
+            episodes().child_check(spec, composed, report)
+        except Exception as exc:  # noqa: BLE001 - reported as a failed item, with where it failed
+            import traceback
+
+            report(False, f"episodes: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")
+    Path(spec_path).with_name("child.json").write_text(json.dumps({"failures": failures,
+                                                                  "verl": verl.__version__}))
     return 1 if failures else 0
+
+
+def episodes():
+    """bench/verl_episodes.py, beside this script."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import verl_episodes
+
+    return verl_episodes
 
 
 # -- the parent ---------------------------------------------------------------------------------------------------
@@ -319,13 +357,33 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="verl-check-") as folder:
         spec = {"overrides": overrides, "exports": sample_exports(Path(folder)),
                 "uniform_overrides": route_overrides(overrides["commands"], weighted=False),
-                "weighted_overrides": route_overrides(overrides["commands"], weighted=True)}
+                "weighted_overrides": route_overrides(overrides["commands"], weighted=True),
+                "episodes": episodes().build(Path(folder))}
         spec_path = Path(folder) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
                "TRANSFORMERS_VERBOSITY": "error"}
-        return subprocess.run([str(venv / "bin" / "python"), str(Path(__file__).resolve()), "--venv", str(venv),
-                               "--child", str(spec_path)], env=env, cwd=folder).returncode
+        subprocess.run([str(venv / "bin" / "python"), str(Path(__file__).resolve()), "--venv", str(venv),
+                        "--child", str(spec_path)], env=env, cwd=folder)
+        child_file = Path(folder) / "child.json"
+        if not child_file.exists():
+            print("\nthe verl side stopped before its end")
+            return 1
+        verl_side = json.loads(child_file.read_text())
+        failures = verl_side["failures"]
+
+        def report(ok: bool, text: str) -> None:
+            nonlocal failures
+            failures += not ok
+            print(f"  {'accepted' if ok else 'REFUSED '}  {text}", flush=True)
+
+        if Path(spec["episodes"]["dump"]).is_dir():
+            episodes().import_back(spec, report)
+        else:
+            report(False, "verl wrote no dump to import")
+    outcome = "all checks passed" if not failures else f"{failures} check(s) failed"
+    print(f"\n{outcome} against verl {verl_side['verl']}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

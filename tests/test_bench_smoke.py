@@ -114,7 +114,9 @@ SCRIPTS: dict[str, list[str]] = {
         r"^load average \(1 min\) at each start: ",
     ],
     "verl_check.py": [r"^1\. each override, composed on its own",
-                      r"^2\. our exported Parquet in verl's dataset classes", r"^all checks passed against verl "],
+                      r"^2\. our exported Parquet in verl's dataset classes",
+                      r"^3\. BFCL multi-turn episodes in verl's agent loop",
+                      r"^4\. verl's dump back into the store", r"^all checks passed against verl "],
 }
 #: Modules of bench/ that scripts import and that are not scripts themselves.
 HELPERS = {"curriculum_stats.py": "the curriculum benchmark's statistics, imported by curriculum_bench.py"}

@@ -16,11 +16,12 @@ from coevolve_engine.cli import cli
 from coevolve_engine.trainers.export import ExportError, export_round
 from coevolve_engine.trainers.verl_sampler import SamplerConfigError, WeightedTaskSampler, weighted_sampler_class
 
-# Specs with nested objects, lists, unicode and a key order that is not sorted: they must come back exactly.
+# Specs with nested objects, lists, unicode and a key order that is not sorted: they must come back exactly. Their
+# environments are not installed, so their rows are the task's prompt alone (no episode opening).
 TASKS = [
-    {"task_id": "t-a", "env": "bfcl", "prompt": "List the files.",
+    {"task_id": "t-a", "env": "notes", "prompt": "List the files.",
      "spec": {"zeta": 1, "alpha": {"turns": [["ls"]], "path": "/tmp"}, "calls": ["ls()"]}},
-    {"task_id": "t-b", "env": "bfcl", "prompt": "Écris « bonjour ».",
+    {"task_id": "t-b", "env": "notes", "prompt": "Écris « bonjour ».",
      "spec": {"b": [1.5, None, True], "a": "x"}},
     {"task_id": "t-c", "env": "toy", "prompt": "Add 2 and 3.", "spec": {"x": 2, "y": 3}},
     {"task_id": "t-d", "env": "toy", "prompt": "Never drawn.", "spec": {}},
@@ -137,6 +138,59 @@ def test_cli_export_uniform_and_missing_weights(db_path, tmp_path):
     help_text = runner.invoke(cli, ["export", "--help"]).output
     assert "data.custom_cls.name=WeightedRLHFDataset" in help_text and "--label_key label" in help_text
     assert "data.sampler" not in help_text  # verl 0.9 refuses that section (bench/verl_check.py)
+
+
+def test_verl_rows_of_bfcl_tasks_open_the_episode_and_name_verls_configs(db_path, tmp_path):
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.adapters.agents.player import Play
+    from coevolve_engine.store import Store
+
+    runner = CliRunner()
+    result = runner.invoke(cli, ["tasks", "import", "bfcl", "--category", "multi_turn_miss_func", "--limit", "2",
+                                 "--split", "train", "--db", str(db_path), "--create"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["export", "--db", str(db_path), "--round", "0", "--layout", "verl", "--uniform",
+                                 "-o", str(tmp_path / "x")])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "x"
+    assert "python3 -m verl.trainer.main_ppo" in result.output
+    for override in (f"actor_rollout_ref.rollout.multi_turn.tool_config_path={out / 'tool_config.json'}",
+                     f"actor_rollout_ref.rollout.agent.agent_loop_config_path={out / 'agent_loop.json'}",
+                     "reward.custom_reward_function.path=pkg://coevolve_engine.trainers.verl_bfcl",
+                     "actor_rollout_ref.rollout.multi_turn.enable=True"):
+        assert override in result.output, override
+    rows = datasets.Dataset.from_parquet(str(out / "train.parquet"), cache_dir=str(tmp_path / "cache"))
+    environment = load_environment("bfcl")
+    with Store(db_path, read_only=True) as store:
+        specs = dict(store.execute("SELECT task_id, CAST(spec AS VARCHAR) FROM tasks").fetchall())
+    configured = {entry["tool_schema"]["function"]["name"]: entry
+                  for entry in json.loads((out / "tool_config.json").read_text())["tools"]}
+    for row in rows:
+        extra = row["extra_info"]
+        play = Play(environment.start(extra["task_id"], json.loads(specs[extra["task_id"]])))
+        # the opening is the episode player's: its first user turn, and the tools shown at it
+        assert row["prompt"] == play.messages and json.loads(extra["tools"]) == play.tools
+        assert row["agent_name"] == "coevolve_episode"
+        # every function the episode can show (the held-out ones released later too) has a verl tool
+        held = {name for names in json.loads(specs[extra["task_id"]])["missed_function"].values() for name in names}
+        assert held and held <= set(extra["tools_kwargs"]) and set(extra["tools_kwargs"]) <= set(configured)
+        assert not held & {tool["function"]["name"] for tool in play.tools}
+        assert extra["tools_kwargs"][next(iter(held))] == {"create_kwargs": {"task_id": extra["task_id"]}}
+        play.episode.close()
+    assert {entry["class_name"] for entry in configured.values()} == {"coevolve_engine.trainers.verl_bfcl.EpisodeTool"}
+    assert json.loads((out / "interaction_config.json").read_text())["interaction"] == [
+        {"name": "coevolve", "class_name": "coevolve_engine.trainers.verl_bfcl.EpisodeInteraction", "config": {}}]
+    assert json.loads((out / "agent_loop.json").read_text()) == [
+        {"name": "coevolve_episode", "_target_": "coevolve_engine.trainers.verl_bfcl.EpisodeAgentLoop",
+         "interaction_config_path": str(out / "interaction_config.json")}]
+
+
+def test_a_task_whose_episode_cannot_start_is_named(store, tmp_path):
+    store.add_records("tasks", [{"task_id": "broken", "env": "bfcl", "prompt": "x", "spec": {"kind": "neither"}}],
+                      label="tasks")
+    with pytest.raises(ExportError, match="task 'broken': its bfcl episode cannot start: .*kind"):
+        export_round(store, 0, "verl", tmp_path / "x", uniform=True)
+    assert not (tmp_path / "x" / "train.parquet").exists()
 
 
 # -- the sampler ------------------------------------------------------------------------------------

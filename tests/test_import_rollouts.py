@@ -123,6 +123,38 @@ def test_task_from_manifest_index_or_reward_extra(tasks_store, tmp_path):
     assert rows.rows() == [("task-1", 5, 0.0, ""), ("task-2", 5, 0.25, ""), ("task-3", 5, 1.0, "")]
 
 
+def test_episode_dumps_keep_draws_chats_and_tool_calls(tasks_store, tmp_path):
+    """Lines as verl writes them with coevolve's reward function: two draws of task-0 in one step (two uids),
+    the chat and the calls as JSON text among the reward extras."""
+    chat = [{"role": "user", "content": "Do thing 0."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1_0", "type": "function", "function": {"name": "ls", "arguments": '{"n": 0}'}}]},
+            {"role": "tool", "tool_call_id": "call_1_0", "name": "ls", "content": "a b"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": "Now the second thing."},
+            {"role": "assistant", "content": "Done too."}]
+    lines = [{"input": "user Do thing 0.", "output": "flattened text", "gts": "task-0", "score": score, "step": 4,
+              "task_id": "task-0", "uid": uid, "turns": 2, "success": score == 1.0, "stop": "done",
+              "messages": json.dumps(chat), "actions": json.dumps([{"name": "ls", "arguments": {"n": 0}}]),
+              "request_id": f"r{i}"}
+             for i, (uid, score) in enumerate([("u-1", 1.0), ("u-1", 0.0), ("u-2", 1.0), ("u-2", 1.0)])]
+    dump = tmp_path / "4.jsonl"
+    dump.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    import_rollouts(tasks_store, [dump], options=ImportOptions(step_offset=10))
+    rows = tasks_store.sql("select group_id, step, reward, success, action_pattern, messages, meta from trajectories "
+                           "order by group_id, reward").rows(named=True)
+    assert [(r["group_id"], r["step"], r["reward"], r["success"]) for r in rows] == [
+        ("u-1", 14, 0.0, False), ("u-1", 14, 1.0, True), ("u-2", 14, 1.0, True), ("u-2", 14, 1.0, True)]
+    assert {r["action_pattern"] for r in rows} == {"ls"}
+    assert json.loads(rows[0]["messages"]) == chat
+    meta = json.loads(rows[0]["meta"])
+    assert (meta["turns"], meta["stop"], meta["importer"]) == (2, "done", "verl") and "messages" not in meta
+    bad = tmp_path / "5.jsonl"
+    bad.write_text(json.dumps({**lines[0], "step": 5, "messages": "[{not json"}) + "\n")
+    with pytest.raises(IngestError, match=r"5\.jsonl, line 1, field 'messages': messages is not JSON text"):
+        import_rollouts(tasks_store, [bad])
+
+
 @pytest.mark.parametrize("lines, location, message", [
     (['{"input": "a", "output": "b", "gts": "task-0", "score": 1, "step": 1}', "{not json"],
      "line 2", "not valid JSON"),

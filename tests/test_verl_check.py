@@ -1,10 +1,12 @@
 """The verl route: the overrides our docs print (parsed as bench/verl_check.py parses them), the weighted draws
 our verl dataset class serves, and, when a verl venv is given (COEVOLVE_VERL_VENV), the check itself against
-that verl."""
+that verl: overrides, datasets, BFCL episodes in verl's agent loop, and verl's dump imported back."""
 
 from __future__ import annotations
 
 import collections
+import importlib
+import importlib.util
 import os
 import runpy
 import subprocess
@@ -85,3 +87,17 @@ def test_the_verl_check_passes_against_the_installed_verl():
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "all checks passed against verl" in result.stdout and "REFUSED" not in result.stdout
+    # the multi-turn part: verl's agent loop played the BFCL episodes, and verl's dump came back
+    for item in ("verl's AgentLoopWorker played 50 episodes", "every user turn played",
+                 "reward function's verdict == the episode player's on the same answers in 50/50 episodes",
+                 "response mask: 1 on exactly the tokens the server generated", "ran through the verl tools",
+                 "verl's RayPPOTrainer._log_rollout_data wrote", "in 2 groups named by verl's uid",
+                 "signal view boundary"):
+        assert item in result.stdout, item
+
+
+@pytest.mark.skipif(importlib.util.find_spec("verl") is not None, reason="verl is installed here")
+def test_the_verl_integration_says_it_needs_verl():
+    with pytest.raises(ModuleNotFoundError, match="runs inside verl; install verl") as caught:
+        importlib.import_module("coevolve_engine.trainers.verl_bfcl")
+    assert caught.value.name == "verl"

@@ -11,12 +11,18 @@ Each line becomes one trajectory record:
 - task_id: the line's ``task_id`` (a reward function can return it as extra info), else ``gts`` when it
   names a task (``coevolve-engine export`` sets ground_truth to the task id) or is JSON text with a
   ``task_id``, else the line's ``index`` looked up in the export's manifest;
-- step: ``step + step_offset``; group_id: ``task_id@step`` (a GRPO group);
+- step: ``step + step_offset`` (verl's global step: the policy that played it); group_id: the line's ``uid``
+  (verl's id of one draw of a row, shared by its ``rollout.n`` rollouts: a GRPO group, and two draws of one
+  task in one step stay two groups), else ``task_id@step``;
 - reward: ``score`` scaled from ``reward_range`` (lo, hi) to [0, 1] and clipped (default lo 0, hi 1:
   plain clipping); the raw score stays in ``meta.score``;
-- messages: ``[{"role": "user", "content": input}, {"role": "assistant", "content": output}]``;
-- actions: the ``<tool_call>`` blocks in the output, in order (``[]`` when it called no tool);
-- meta: ``{"importer": "verl", "score": ..., **every other field of the line}``.
+- messages: the line's ``messages`` (JSON text of the whole chat, turn by turn, which the reward function of
+  ``coevolve_engine.trainers.verl_bfcl`` returns as a reward extra), else ``[{"role": "user", "content": input},
+  {"role": "assistant", "content": output}]``;
+- actions: the line's ``actions`` (JSON text, the same function's), else the ``<tool_call>`` blocks in the
+  output, in order (``[]`` when it called no tool);
+- success: the line's ``success`` when it is true or false;
+- meta: ``{"importer": "verl", "score": ..., **every other field of the line}`` (``turns``, ``stop``, ...).
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from coevolve_engine.core.ids import normalize_id
 from coevolve_engine.core.json_input import DuplicateKeyError, read_json
 from coevolve_engine.errors import IngestError
 
-_CONSUMED = ("input", "output", "gts", "score", "step", "task_id", "index")
+_CONSUMED = ("input", "output", "gts", "score", "step", "task_id", "index", "uid", "messages", "actions",
+             "success")
 
 
 class VerlDumpImporter:
@@ -82,16 +89,23 @@ class VerlDumpImporter:
         output = line["output"]
         meta = {"importer": "verl", "score": score}
         meta.update({k: v for k, v in line.items() if k not in _CONSUMED})
-        return {
+        uid = line.get("uid")
+        messages = _json_list(line, "messages", error)
+        actions = _json_list(line, "actions", error)
+        record = {
             "task_id": task_id,
             "step": step,
-            "group_id": f"{task_id}@{step}",
+            "group_id": uid if isinstance(uid, str) and uid else f"{task_id}@{step}",
             "reward": normalise_reward(float(score), self.options.reward_range),
-            "actions": _actions(output) if self.options.parse_actions else None,
-            "messages": [{"role": "user", "content": line["input"]}, {"role": "assistant", "content": output}],
+            "actions": None if not self.options.parse_actions else actions if actions is not None else _actions(output),
+            "messages": messages if messages is not None else [{"role": "user", "content": line["input"]},
+                                                               {"role": "assistant", "content": output}],
             "policy": self.options.policy,
             "meta": meta,
         }
+        if isinstance(line.get("success"), bool):
+            record["success"] = line["success"]
+        return record
 
     def _task_id(self, line: dict[str, Any], error) -> str:
         known = self.options.known_tasks
@@ -116,6 +130,21 @@ class VerlDumpImporter:
         raise error("cannot tell which task this rollout attempted: no task_id, no gts naming a task, and no "
                     "index in the export manifest (export with coevolve-engine export, or pass --manifest)",
                     "task_id")
+
+
+def _json_list(line: dict[str, Any], name: str, error) -> list[Any] | None:
+    """A field holding a JSON list (verl writes reward extras as text), or None when the line has none."""
+    value = line.get(name)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = read_json(value)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise error(f"{name} is not JSON text of a list ({exc})", name) from None
+    if not isinstance(value, list):
+        raise error(f"{name} must be a list (JSON text of one), got {type(value).__name__}", name)
+    return value
 
 
 def _actions(output: str) -> list[dict[str, Any]]:

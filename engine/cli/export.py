@@ -27,6 +27,10 @@ verl (train.parquet, read by verl's RLHFDataset; keys checked against verl 0.9.1
   (README.md, "Training with verl or OpenRLHF", has the whole command.)
   Each row: data_source, prompt (chat messages), ability, reward_model {style: rule, ground_truth: task id},
   extra_info {index, task_id, env, weight, split, spec (JSON text), interaction_kwargs}.
+  Tasks of an installed environment (BFCL) play whole episodes in verl: the prompt is the episode's opening
+  (extra_info.tools: its tools, tools_kwargs: every function), agent_name names the agent loop, and
+  tool_config.json, interaction_config.json and agent_loop.json are written with the command that uses
+  them (coevolve_engine.trainers.verl_bfcl: agent loop, interaction, tools, reward function).
 \b
 OpenRLHF (train.jsonl): --prompt_data export/r3/train.jsonl --input_key input --label_key label
   --apply_chat_template (newer releases: --data.prompt_dataset, --data.input_key, --data.label_key);
@@ -43,7 +47,8 @@ manifest.json maps each row index to its task and weight; import-rollouts --mani
               help="Read weights from this round of task_weights instead of --round's.")
 @click.option("--uniform", is_flag=True, help="Ignore task_weights: every task in the store with weight 1.")
 @click.option("--interaction", default="coevolve", show_default=True,
-              help="verl: interaction name put in extra_info.interaction_kwargs (empty string: none).")
+              help="verl: interaction name put in extra_info.interaction_kwargs (empty string: none, and rows "
+                   "of single prompts instead of whole episodes).")
 @click.option("--tool", "tools", multiple=True,
               help="verl: a tool name that receives the task in extra_info.tools_kwargs (repeatable).")
 @click.option("--force", is_flag=True,
@@ -72,6 +77,12 @@ def export(round_: int, layout: str | None, output: Path | None, weights_from_ro
     click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"
                + (f"; {report.left_out} with weight 0 left out" if report.left_out else "") + ")")
     click.echo(f"{report.manifest}: row index -> task id and weight")
+    if report.verl_files:
+        click.echo(f"{report.verl_files['tools']}, {report.verl_files['interaction']}, "
+                   f"{report.verl_files['agent_loop']}: verl's tools, interaction and agent loop for whole episodes")
+        click.echo("train with (MODEL, ROLLOUTS and the GPUs are yours; the hyperparameters: README, "
+                   "\"Training with verl\"):")
+        click.echo(report.verl_command)
 
 
 @click.command(name="import-rollouts", epilog="""\b
@@ -81,9 +92,10 @@ Examples:
 \b
 Each dump line becomes one trajectory: task from the line's task_id, else its gts (export sets
 ground_truth to the task id), else its index in --manifest; step = step + --step-offset;
-group task@step; reward = (score - LO) / (HI - LO) clipped to [0, 1], raw score kept in meta;
-messages = the input as the user turn and the output as the assistant turn; actions = the
-<tool_call> blocks in the output.""")
+group = the line's uid (one verl draw), else task@step; reward = (score - LO) / (HI - LO) clipped to
+[0, 1], raw score kept in meta; messages and actions = the line's (JSON text the reward function of
+coevolve_engine.trainers.verl_bfcl writes: the whole chat, the tool calls), else the input as the user
+turn, the output as the assistant turn and its <tool_call> blocks.""")
 @click.argument("paths", metavar="FILE_OR_DIR...", nargs=-1, required=True,
                 type=click.Path(exists=True, path_type=Path))
 @click.option("--layout", default="verl", show_default=True,

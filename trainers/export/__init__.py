@@ -22,6 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from coevolve_engine.outputs import check_output, write_output
 from coevolve_engine.trainers.export.layouts import ExportTask, openrlhf_record, verl_row
+from coevolve_engine.trainers.export.verl_files import (
+    AGENT_LOOP,
+    FILES as VERL_FILES,
+    episode_openings,
+    verl_command,
+    write_verl_files,
+)
 from coevolve_engine.trainers.export.weights import (
     ExportError,
     RoundWeights,
@@ -62,6 +69,8 @@ class ExportReport:
     rows: int
     left_out: int  # tasks with weight 0
     weights_source: str
+    verl_files: dict[str, Path] | None = None  # verl: tool, interaction and agent-loop configs (episodes played)
+    verl_command: str | None = None  # verl: a main_ppo command that trains on the export with them
 
 
 def load_tasks(store: "Store", weights: dict[str, float]) -> list[ExportTask]:
@@ -153,9 +162,18 @@ def export_round(
     manifest = out_dir / MANIFEST
     check_output(data_file, "parquet" if format == "verl" else "jsonl", db=store.path, force=force)
     check_output(manifest, "json", db=store.path, force=force)
+    files: dict[str, Path] | None = None
+    command: str | None = None
     if format == "verl":
-        rows = [verl_row(task, i, interaction=interaction, tools=tuple(tools)) for i, task in enumerate(tasks)]
+        openings = episode_openings(tasks) if interaction and not tools else {}
+        for name in VERL_FILES.values() if openings else ():
+            check_output(out_dir / name, "json", db=store.path, force=force)
+        rows = [verl_row(task, i, interaction=interaction, tools=tuple(tools), opening=openings.get(task.task_id),
+                         agent_loop=AGENT_LOOP) for i, task in enumerate(tasks)]
         write_output(data_file, _parquet_bytes(rows), "parquet", db=store.path, force=force)
+        if openings:
+            files = write_verl_files(out_dir, list(openings.values()), interaction, db=store.path, force=force)
+            command = verl_command(data_file, files)
     else:
         rows = [openrlhf_record(task, i) for i, task in enumerate(tasks)]
         write_output(data_file, _jsonl_text(rows), "jsonl", db=store.path, force=force)
@@ -167,5 +185,6 @@ def export_round(
         "rows": [{"index": i, "task_id": t.task_id, "weight": t.weight} for i, t in enumerate(tasks)],
     }, indent=1) + "\n", "json", db=store.path, force=force)
     return ExportReport(
-        format, round, data_file, manifest, len(tasks), len(resolved.weights) - len(tasks), resolved.source
+        format, round, data_file, manifest, len(tasks), len(resolved.weights) - len(tasks), resolved.source,
+        files, command,
     )

@@ -12,6 +12,12 @@ verl's ``examples/data_preprocess/*.py``):
                    "interaction_kwargs": {"name", "task_id", "env", "spec"},
                    "tools_kwargs": {<tool>: {"create_kwargs": {"task_id", "env", "spec"}}} (only with tools)}
 
+    For a task whose environment is installed, the row is the episode's opening as the episode player plays it
+    (``episode_opening``): ``prompt`` is the system prompt and first user turn, ``extra_info.tools`` the tool
+    schemas shown at it (JSON text), ``tools_kwargs`` names every function the episode can show
+    (``{<function>: {"create_kwargs": {"task_id"}}}``), and ``agent_name`` the verl agent loop that plays the
+    whole episode (``coevolve_engine.trainers.verl_bfcl``).
+
 OpenRLHF (``--prompt_data`` / ``--data.prompt_dataset`` a JSONL file, ``--input_key input --label_key label
 --apply_chat_template``; its ``PromptDataset`` reads the input key, the label key and ``datasource``):
 
@@ -51,9 +57,37 @@ def _spec_object(task: ExportTask) -> Any:
     return json.loads(task.spec) if task.spec is not None else None
 
 
+@dataclass(frozen=True)
+class EpisodeOpening:
+    """How an episode of a task starts in the episode player, and every function it can show."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    functions: list[dict[str, Any]]  # the schemas of every turn, first shown first
+
+
+def episode_opening(environment: Any, task: ExportTask) -> EpisodeOpening:
+    """Start an episode of ``task`` in the episode player, read its opening, then walk its turns (no answers) for
+    the functions later turns release."""
+    from coevolve_engine.adapters.agents.player import Play
+
+    play = Play(environment.start(task.task_id, _spec_object(task)), task_id=task.task_id)
+    episode = play.episode
+    try:
+        if play.done:
+            raise ValueError(play.rollout.error or play.rollout.reason)
+        functions = {tool["function"]["name"]: tool for tool in play.tools}
+        while episode.next_turn() is not None:
+            functions.update({tool["function"]["name"]: tool for tool in episode.tools()
+                              if tool["function"]["name"] not in functions})
+        return EpisodeOpening([dict(m) for m in play.messages], play.tools, list(functions.values()))
+    finally:
+        episode.close()
+
+
 def verl_row(
     task: ExportTask, index: int, *, split: str = "train", interaction: str | None = "coevolve",
-    tools: tuple[str, ...] = (),
+    tools: tuple[str, ...] = (), opening: EpisodeOpening | None = None, agent_loop: str | None = None,
 ) -> dict[str, Any]:
     """One row of verl's RL dataset for ``task`` at position ``index``."""
     handle = {"task_id": task.task_id, "env": task.env, "spec": task.spec}
@@ -70,13 +104,21 @@ def verl_row(
     if tools:
         extra_info["need_tools_kwargs"] = True
         extra_info["tools_kwargs"] = {tool: {"create_kwargs": dict(handle)} for tool in tools}
-    return {
+    elif opening is not None:
+        extra_info["need_tools_kwargs"] = True
+        extra_info["tools_kwargs"] = {tool["function"]["name"]: {"create_kwargs": {"task_id": task.task_id}}
+                                      for tool in opening.functions}
+    row = {
         "data_source": data_source(task),
-        "prompt": prompt_messages(task),
+        "prompt": opening.messages if opening is not None else prompt_messages(task),
         "ability": "agent",
         "reward_model": {"style": "rule", "ground_truth": task.task_id},
         "extra_info": extra_info,
     }
+    if opening is not None:
+        extra_info["tools"] = json.dumps(opening.tools, ensure_ascii=False)
+        row["agent_name"] = agent_loop
+    return row
 
 
 def openrlhf_label(task: ExportTask) -> str:
