@@ -13,7 +13,7 @@ CREATE OR REPLACE MACRO task_words(prompt, spec) AS (
                                array_to_string(json_extract_string(spec, '$.turns[*][*].content'), ' '))) AS text
     ),
     literal AS (
-        SELECT $$"[^"]*"|'[^'\s]+'|\w+(?:[_./-]\w+)+|\w*\d\w*$$ AS pattern
+        SELECT $$"[^"\s]+"|'[^'\s]+'|\w+(?:[_./-]\w+)+|\w*\d\w*$$ AS pattern
     )
     SELECT list_sort(list_distinct(list_concat(
         regexp_extract_all(regexp_replace(text, pattern, ' ', 'g'), '[a-z]+'),
