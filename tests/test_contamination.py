@@ -223,7 +223,12 @@ def test_the_contamination_view_agrees_with_the_gate_on_bfcl(bfcl_round):
 
 
 def test_a_threshold_outside_0_1_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from coevolve_engine.cli import cli
     from coevolve_engine.errors import CoevolveError
 
     with pytest.raises(CoevolveError, match="contamination_threshold must be in"):
         validate_candidates(tmp_path / "none.duckdb", contamination_threshold=1.5)
+    result = CliRunner().invoke(cli, ["validate", "--contamination-threshold", "0", "--db", str(tmp_path / "s.duckdb")])
+    assert result.exit_code == 2 and "--contamination-threshold" in result.output and "Traceback" not in result.output
