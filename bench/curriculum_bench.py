@@ -168,10 +168,37 @@ def read_run(db: Path, arm: str, seed: int, up_to_step: int | None = None) -> di
         tasks = store.execute(FINAL_TASKS_SQL, limit).fetchall()
         train_tasks = store.scalar("SELECT count(*) FROM tasks WHERE split = 'train'")
         finished = store.scalar("SELECT count(*) FROM rounds WHERE status = 'finished'")
+        gate = store.execute(GATE_AND_HEALTH_SQL, limit).fetchall()[0]
     return {"arm": arm, "seed": seed, "train_tasks": train_tasks, "rounds": finished,
+            **dict(zip(GATE_AND_HEALTH_COLUMNS, gate)),
             "curve": [{"arm": arm, "seed": seed, "label": label, "step": step, "heldout": rate}
                       for label, step, rate in curve],
             "tasks": [{"arm": arm, "seed": seed, **dict(zip(TASK_COLUMNS, row))} for row in tasks]}
+
+
+GATE_AND_HEALTH_COLUMNS = ("candidates", "contaminated", "groups", "dead_groups")
+#: What the contamination gate refused of the run's candidates, and its GRPO groups and how many were dead.
+GATE_AND_HEALTH_SQL = """
+SELECT (SELECT count(*) FROM candidates), (SELECT count(*) FROM candidates WHERE reason = 'contaminated'),
+       coalesce(sum(groups), 0), coalesce(sum(dead_groups), 0)
+FROM group_health WHERE step <= $up_to
+"""
+
+
+def gate_and_health_lines(results: list[dict], arms: list[str]) -> list[str]:
+    """Per arm, over its seeds: candidates refused as contaminated, and the share of GRPO groups that were dead."""
+    lines = ["| arm | candidates | refused as contaminated | GRPO groups | dead groups | per seed, dead share |",
+             "|---|---|---|---|---|---|"]
+    for arm in arms:
+        runs = sorted((r for r in results if r["arm"] == arm), key=lambda r: r["seed"])
+        if not runs:
+            continue
+        total = {key: sum(r[key] for r in runs) for key in GATE_AND_HEALTH_COLUMNS}
+        share = total["dead_groups"] / total["groups"] if total["groups"] else float("nan")
+        seeds = " ".join(f"{100 * r['dead_groups'] / r['groups']:.1f}" if r["groups"] else "-" for r in runs)
+        lines.append(f"| {arm} | {total['candidates']} | {total['contaminated']} | {total['groups']} | "
+                     f"{total['dead_groups']} ({100 * share:.1f}%) | {seeds} |")
+    return lines
 
 
 TASK_COLUMNS = ("task_id", "calls", "operands", "distractors", "turns", "success", "reward")
@@ -521,12 +548,15 @@ def main(argv: list[str] | None = None) -> None:
     task_rows = [row for result in results for row in result["tasks"]]
     write_csv(args.out / "results.csv", curve_rows)
     write_csv(args.out / "tasks.csv", task_rows)
-    write_csv(args.out / "runs.csv", [{k: r[k] for k in ("arm", "seed", "seconds", "load", "train_tasks")}
-                                      for r in results])
+    write_csv(args.out / "runs.csv", [{k: r[k] for k in ("arm", "seed", "seconds", "load", "train_tasks",
+                                                         *GATE_AND_HEALTH_COLUMNS)} for r in results])
     curve_rows, dropped = on_common_steps(curve_rows)
     if dropped:
         print(f"steps not evaluated by every run, left out of the tables and figure: {dropped}", flush=True)
     text, figures = report(curve_rows, task_rows, arms)
+    text += ("\n\nSynthesized candidates refused as contaminated (near copies of held-out tasks) and dead GRPO "
+             "groups (every reward equal: no gradient), per arm over its seeds:\n\n"
+             + "\n".join(gate_and_health_lines(results, arms)))
     text += "\n\nTarget (issue 18):\n" + "\n".join(target_lines(figures))
     (args.out / "table.md").write_text(text + "\n")
     plot(curve_rows, arms, args.out / "heldout.png")

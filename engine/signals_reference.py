@@ -210,3 +210,52 @@ def task_signals(trajectories: list[Trajectory], task_ids: Iterable[str] = (), t
         rows.append((task, latest_step, latest_score, len(scores), events.get(task, 0), flags[task],
                      groups[task], mixed[task], mixed[task] / groups[task] if groups[task] else None, rare[task]))
     return rows
+
+
+def group_spread(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+    """(group_id, task_id, step, rollouts, successes, spread, dead, all_solved, all_failed) per group: spread the
+    population standard deviation of its rewards; dead when every reward is the same (no GRPO advantage)."""
+    members: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        members[t.group_id].append(t)
+    rows = []
+    for group, ts in members.items():
+        rewards = [t.reward for t in ts]
+        n, k = len(ts), sum(_succeeded(t, threshold) for t in ts)
+        mean = sum(rewards) / n
+        spread = (sum((r - mean) ** 2 for r in rewards) / n) ** 0.5
+        dead = max(rewards) == min(rewards)
+        rows.append((group, min(t.task_id for t in ts), min(t.step for t in ts), n, k, spread, dead,
+                     dead and k == n, dead and k == 0))
+    return rows
+
+
+def group_health(trajectories: Iterable[Trajectory], threshold: float = 0.5,
+                 rounds: Iterable[tuple[int, int, int]] = ()) -> list[tuple]:
+    """(step, round, groups, dead_groups, all_solved, all_failed, dead_share, mean_spread, rollouts, live_rollouts,
+    gradient_share) per step; ``rounds`` are (round, first_step, last_step), as drift_rounds has them."""
+    by_step: dict[int, list[tuple]] = defaultdict(list)
+    for row in group_spread(trajectories, threshold):
+        by_step[row[2]].append(row)
+    rounds = list(rounds)
+    rows = []
+    for step, groups in by_step.items():
+        dead = [g for g in groups if g[6]]
+        rollouts = sum(g[3] for g in groups)
+        live = sum(g[3] for g in groups if not g[6])
+        round_ = next((r for r, first, last in rounds if first <= step <= last), None)
+        rows.append((step, round_, len(groups), len(dead), sum(g[7] for g in groups), sum(g[8] for g in groups),
+                     len(dead) / len(groups), round(sum(g[5] for g in groups) / len(groups), SCORE_DECIMALS),
+                     rollouts, live, live / rollouts))
+    return rows
+
+
+def task_group_health(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+    """(task_id, groups, dead_groups, all_solved, all_failed, dead_share, mean_spread, last_step) per task."""
+    by_task: dict[str, list[tuple]] = defaultdict(list)
+    for row in group_spread(trajectories, threshold):
+        by_task[row[1]].append(row)
+    return [(task, len(groups), sum(g[6] for g in groups), sum(g[7] for g in groups), sum(g[8] for g in groups),
+             sum(g[6] for g in groups) / len(groups), round(sum(g[5] for g in groups) / len(groups), SCORE_DECIMALS),
+             max(g[2] for g in groups))
+            for task, groups in by_task.items()]

@@ -101,6 +101,28 @@ def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, timeout=900)
 
 
+def test_each_run_counts_contaminated_candidates_and_dead_groups_per_arm(bench, tmp_path, jsonl):
+    from coevolve_engine.store import Store
+    from coevolve_engine.synthesis.candidates import Candidate, write_candidates
+
+    db = tmp_path / "store.duckdb"
+    with Store(db) as store:  # step 1: a@1 mixed, b@1 all failed; step 2: a@2 all solved
+        store.ingest_trajectories(jsonl([{"task_id": t, "step": step, "reward": r} for t, step, r in (
+            ("a", 1, 1.0), ("a", 1, 0.0), ("b", 1, 0.0), ("b", 1, 0.0), ("a", 2, 1.0), ("a", 2, 1.0))]),
+            create_tasks=True)
+        made = [Candidate.create(round=0, pattern_id=None, signal=None, env="calc", synthesizer="test",
+                                 prompt=f"p{i}", spec={"i": i}) for i in range(3)]
+        write_candidates(store, made)
+        store.execute("UPDATE candidates SET verdict = 'rejected', reason = 'contaminated' WHERE prompt = 'p0'")
+    run = bench.read_run(db, "plr", 0)
+    assert {k: run[k] for k in bench.GATE_AND_HEALTH_COLUMNS} == {"candidates": 3, "contaminated": 1, "groups": 3,
+                                                                 "dead_groups": 2}
+    assert bench.read_run(db, "plr", 0, up_to_step=1)["dead_groups"] == 1
+    other = {"arm": "fixed", "seed": 1, "candidates": 0, "contaminated": 0, "groups": 4, "dead_groups": 1}
+    assert bench.gate_and_health_lines([run, other], ["fixed", "plr", "paper"])[2:] == [
+        "| fixed | 0 | 0 | 4 | 1 (25.0%) | 25.0 |", "| plr | 3 | 1 | 3 | 2 (66.7%) | 66.7 |"]
+
+
 def test_quick_benchmark_runs_fixes_the_held_out_set_and_resumes(tmp_path):
     pytest.importorskip("trl")
     out = tmp_path / "bench"

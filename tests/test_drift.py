@@ -440,5 +440,25 @@ def test_drift_plots(run_a, run_b, tmp_path):
     invoke("drift", "--db", str(run_a), "--compare", str(run_b), "--plots", str(folder))
     written = sorted(p.name for p in folder.iterdir())
     assert written == ["acceptance.png", "distribution.png", "diversity.png", "eval.png", "eval_similarity.png",
-                       "growth.png", "heldout.png", "patterns.png", "signals.png", "success.png"]
+                       "group_health.png", "growth.png", "heldout.png", "patterns.png", "signals.png", "success.png"]
     assert all((folder / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in written)
+
+
+def test_dead_groups_per_step_and_per_round(run_a):
+    """Run A's groups (task@step, two rollouts): at step 1 only a's is mixed, at step 3 only b's; every other group
+    is all solved or all failed."""
+    report = drift_of(run_a, diversity=False)
+    assert rows(report["group_health"], "step", "round", "groups", "dead_groups", "all_solved", "all_failed",
+                "live_rollouts") == [(1, 0, 3, 2, 1, 1, 2), (2, 0, 3, 3, 1, 2, 0), (3, 1, 3, 2, 1, 1, 2),
+                                     (4, 1, 2, 2, 2, 0, 0), (5, 2, 4, 4, 4, 0, 0)]
+    assert report.summary["dead_group_share"].to_list() == approx([5 / 6, 0.8, 1.0])
+    csv = invoke("drift", "--db", str(run_a), "--table", "group_health", "--format", "csv", "--no-diversity").stdout
+    assert csv.splitlines()[0] == ("step,round,groups,dead_groups,all_solved,all_failed,dead_share,mean_spread,"
+                                   "rollouts,live_rollouts,gradient_share")
+
+
+def test_run_rounds_counts_dead_groups_and_contaminated_candidates(run_a):
+    with Store(run_a) as store:
+        candidate(store, "c3", 0, "0-0", "boundary", "rejected", "contaminated")
+        assert store.execute("SELECT round, contaminated, dead_share, gradient_share FROM run_rounds").fetchall() == [
+            (0, 1, 5 / 6, 2 / 12)]

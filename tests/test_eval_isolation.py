@@ -1,7 +1,8 @@
 """Held-out tasks stay held out: on a store of training tasks with their rollouts and failure patterns, plus eval
 tasks (split 'eval') that are twins of the pattern's tasks (same prompt and spec, another id) and one eval task of
 its own, no eval task is weighed, drawn, rolled out, flagged, clustered, used as a synthesis seed or parent, or
-compared against for novelty; a candidate that repeats an eval task is kept, with its eval_similarity at 1.
+compared against for novelty; a candidate that shares an eval task's first message is kept, with its
+eval_similarity at 1, and one that repeats an eval task is refused as contaminated.
 
 Everything runs through the engine's own functions on a real store (the BFCL pattern store of conftest.py, and a
 small calc store built the same way); novelty uses the real Embedder, served from its cache in the store, where
@@ -240,6 +241,11 @@ def test_novelty_ignores_eval_tasks_and_eval_similarity_measures_them(bfcl_store
         (train_spec,) = [json.loads(s) for (s,) in store.execute(
             "SELECT spec FROM tasks WHERE task_id = 'bfcl/multi_turn_base_0'").fetchall()]
         prompt = spec["turns"][0][0]["content"]
+        # the eval task's first message, then another task's turns (BFCL has tasks sharing a first message)
+        first_of_eval = Candidate.create(round=1, pattern_id="1-0", signal="forgetting", env="bfcl",
+                                         synthesizer="test", prompt=prompt,
+                                         spec={**train_spec, "turns": [[{"role": "user", "content": prompt}],
+                                                                       *train_spec["turns"][1:]]})
         copy_of_eval = Candidate.create(round=1, pattern_id="1-0", signal="forgetting", env="bfcl",
                                         synthesizer="test", prompt=prompt, spec=spec)
         copy_of_train = Candidate.create(round=1, pattern_id="1-0", signal="forgetting", env="bfcl",
@@ -247,27 +253,31 @@ def test_novelty_ignores_eval_tasks_and_eval_similarity_measures_them(bfcl_store
                                          spec={**train_spec, "bfcl_id": "copy"})
         unfit = Candidate.create(round=1, pattern_id="1-0", signal="forgetting", env="bfcl", synthesizer="test",
                                  prompt="no such api", spec={**spec, "involved_classes": ["NoSuchAPI"]})
-        write_candidates(store, [copy_of_eval, copy_of_train, unfit])
+        write_candidates(store, [first_of_eval, copy_of_train, unfit, copy_of_eval])
         texts = [r[0] for r in store.execute("SELECT prompt FROM tasks").fetchall()] + ["no such api"]
         embedder = one_hot_embedder(store, texts)
 
     report = validate_candidates(db, embedder=embedder)
 
     assert [(v.reason, v.novelty, v.eval_similarity) for v in report.verdicts] == [
-        ("accepted", 0.0, 1.0),      # the eval task's own prompt: new to training, identical to an eval task
-        ("novelty", 1.0, 1.0),       # a training task's prompt, which its eval twin has too
+        ("accepted", 0.0, 1.0),      # the eval task's first message: new to training, identical to an eval prompt
+        ("contaminated", None, 1.0),  # a training task's prompt and spec, which its eval twin has too
         ("schema", None, 0.0),       # measured whatever the verdict
+        ("contaminated", None, 1.0),  # the eval task itself
     ]
     assert "eval tasks are held out" in report.verdicts[0].checks[-1].detail
+    assert report.verdicts[3].checks[-1].detail.startswith(f"nearest held-out task {HELD_OUT}: similarity 1.0000 >=")
     with Store(db, read_only=True) as store:
         assert store.execute("SELECT verdict, reason, novelty, eval_similarity FROM candidates ORDER BY created_at"
-                             ).fetchall() == [("accepted", "accepted", 0.0, 1.0), ("rejected", "novelty", 1.0, 1.0),
-                                              ("rejected", "schema", None, 0.0)]
-        meta = json.loads(store.scalar("SELECT meta FROM tasks WHERE task_id = $t", {"t": copy_of_eval.task_id}))
+                             ).fetchall() == [("accepted", "accepted", 0.0, 1.0),
+                                              ("rejected", "contaminated", None, 1.0),
+                                              ("rejected", "schema", None, 0.0),
+                                              ("rejected", "contaminated", None, 1.0)]
+        meta = json.loads(store.scalar("SELECT meta FROM tasks WHERE task_id = $t", {"t": first_of_eval.task_id}))
         assert meta["eval_similarity"] == 1.0
-        assert store.scalar("SELECT split FROM tasks WHERE task_id = $t", {"t": copy_of_eval.task_id}) == "train"
+        assert store.scalar("SELECT split FROM tasks WHERE task_id = $t", {"t": first_of_eval.task_id}) == "train"
         assert store.execute("SELECT round, bin, candidates, accepted, rejected FROM drift_eval_similarity "
-                             "ORDER BY bin_low").fetchall() == [(1, "[-1, 0.5)", 1, 0, 1), (1, "[0.9, 1]", 2, 1, 1)]
+                             "ORDER BY bin_low").fetchall() == [(1, "[-1, 0.5)", 1, 0, 1), (1, "[0.9, 1]", 3, 1, 2)]
 
 
 def test_eval_similarity_is_null_without_eval_tasks(db):

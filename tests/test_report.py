@@ -42,8 +42,8 @@ def test_report_is_self_contained(report_path):
     assert "<script" not in page and "<link" not in page and "@import" not in page and "url(" not in page
     assert not re.search(r'(src|href)="(?!data:)', page)  # nothing to fetch
     figures = dict(DATA_IMAGE.findall(page))
-    assert list(figures) == ["heldout", "signals", "growth", "acceptance", "eval", "distribution", "patterns",
-                             "success", "diversity", "eval_similarity"]   # the key figures first
+    assert list(figures) == ["heldout", "signals", "growth", "acceptance", "group_health", "distribution", "eval",
+                             "patterns", "success", "diversity", "eval_similarity"]   # the key figures first
     assert all(base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n" for data in figures.values())
 
 
@@ -90,6 +90,15 @@ def test_report_leads_with_the_result(report_path):
         assert f'<details id="{folded}">' in page
 
 
+def test_report_draws_dead_groups_against_step_next_to_the_weights(report_path):
+    page = report_path.read_text(encoding="utf-8")
+    section = page[page.index('id="group-health"'):page.index('id="patterns"')]
+    assert [name for name, _ in DATA_IMAGE.findall(section)] == ["group_health", "distribution"]
+    assert "GRPO groups that were dead" in section
+    rounds = page[page.index('id="rounds"'):page.index('id="more-figures"')]
+    assert "<th>dead_group_share</th>" in rounds   # per round, in the summary
+
+
 def test_the_headline_is_recomputed_by_its_sql(report_path):
     from coevolve_engine.report.headline import HEADLINE_SQL
 
@@ -112,7 +121,7 @@ def test_compare_puts_two_runs_side_by_side(report_path, tmp_path):
     head = page[page.index('id="headline"'):page.index('id="figures"')]
     assert head.count('class="headline"') == 2 and "<strong>coevolve</strong>" in head and "<strong>uniform</strong>" in head
     assert "<th>eval_success[coevolve]</th>" in page and "<th>eval_success[uniform]</th>" in page
-    assert len(DATA_IMAGE.findall(page)) == 10
+    assert len(DATA_IMAGE.findall(page)) == 11
 
 
 def test_figures_name_the_extra_when_matplotlib_is_missing(monkeypatch):
@@ -185,7 +194,7 @@ def test_report_renders_in_chromium_without_network(report_path, tmp_path):
                       .replace("</body>", PROBE + "</body>"), encoding="utf-8")
     dom, requests = run_chromium(probed, tmp_path, "--dump-dom")
     result = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1))
-    assert result["images"] == 10 and result["decoded"] == 10, result
+    assert result["images"] == 11 and result["decoded"] == 11, result
     assert all(width > 100 and height > 100 for width, height in result["sizes"])
     assert result["resources"] == [] and requests == []
     # The report itself, unmodified, as a screenshot; still no request.

@@ -50,6 +50,8 @@ strategy = "plr"
     ("[trainer]\nmodel = 'p'\nsteps_per_round = 0\n", None, "trainer.steps_per_round must be at least 1, got 0"),
     ("rounds = 2\n", None, "trainer.model is required"),
     ("[trainer]\nmodel = 'p'\n", "validation.novelty_threshold=0", "validation.novelty_threshold must be in (0, 1]"),
+    ("[trainer]\nmodel = 'p'\n", "validation.contamination_threshold=1.5",
+     "validation.contamination_threshold must be in (0, 1]"),
     ("[trainer]\nmodel = 'p'\n", "signals", "--set 'signals' is not KEY=VALUE"),
     ("[trainer]\nmodel = 'p'\n", "signals.w=0", "signals: the forgetting window w must be at least 1"),
     ("[trainer\n", None, "not valid TOML"),

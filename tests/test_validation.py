@@ -171,8 +171,9 @@ def test_each_bad_candidate_is_rejected_with_its_reason(db):
     assert {k: v for k, v in after.items() if k != "tasks"} == {k: v for k, v in before.items() if k != "tasks"}
 
 
-def test_a_copy_of_an_eval_task_is_novel_to_training_and_measured_against_the_eval_split(db, bfcl):
-    """With the real embedding model: eval tasks take no part in novelty; eval_similarity says how close."""
+def test_a_copy_of_an_eval_task_is_refused_as_contaminated_and_measured_against_the_eval_split(db, bfcl):
+    """With the real embedding model: a copy of an eval task, and one with a word added, are refused before novelty
+    runs (eval tasks take no part in novelty: see test_eval_isolation.py); eval_similarity says how close."""
     (held_out,) = [t for t in bfcl.load_tasks(category="multi_turn_base") if t["task_id"] == "bfcl/multi_turn_base_1"]
     with Store(db) as store:
         store.add_records("tasks", [{**held_out, "split": "eval"}])
@@ -182,9 +183,11 @@ def test_a_copy_of_an_eval_task_is_novel_to_training_and_measured_against_the_ev
         write_candidates(store, [copy_of_eval, near_eval])
     report = validate_candidates(db)
     first, second = report.verdicts
-    assert first.reason == "accepted" and first.novelty < 0.95 and first.eval_similarity == pytest.approx(1.0, abs=1e-5)
-    assert second.reason == "novelty" and second.novelty > 0.95  # a twin of the candidate accepted just before
-    assert 0.9 < second.eval_similarity < 1.0
+    assert first.reason == "contaminated" and first.novelty is None
+    assert first.eval_similarity == pytest.approx(1.0, abs=1e-5)
+    assert first.checks[-1].detail.startswith("nearest held-out task bfcl/multi_turn_base_1: similarity 1.0000 >= 0.8")
+    assert second.reason == "contaminated" and 0.9 < second.eval_similarity < 1.0
+    assert second.checks[-1].detail.startswith("nearest held-out task bfcl/multi_turn_base_1: similarity 0.9787 >= 0.8")
     assert table(db, "SELECT eval_similarity FROM candidates ORDER BY created_at") == [
         (first.eval_similarity,), (second.eval_similarity,)]
 

@@ -416,3 +416,42 @@ def test_the_loop_cost_line_sums_the_finished_rounds_next_to_the_papers_figures(
     assert loop_cost(store) == (
         "Loop cost: feedback 3.0 s against training 29.0 s over 2 rounds: +10.3% (rounds 7.7-15.8%; store writes "
         "during training 1.0 s, counted as feedback; the paper: +9.67% on AppWorld, +12.76% on BFCL)")
+
+
+# -- group_health, task_group_health ---------------------------------------------------------------------
+
+def test_group_health_counts_dead_groups_and_the_rollouts_that_carry_gradient(load):
+    """Dead: every reward of the group equal (all solved, all failed, equal partial rewards, one rollout); a dead
+    group whose recorded successes disagree is neither all solved nor all failed; a faulted rollout counts nowhere."""
+    store = load([
+        traj("a", 1, 1.0, group="solved"), traj("a", 1, 1.0, group="solved"),
+        traj("b", 1, 0.0, group="failed"), traj("b", 1, 0.0, group="failed"), traj("b", 1, 0.0, group="failed"),
+        traj("c", 1, 1.0, group="mixed"), traj("c", 1, 0.0, group="mixed"),
+        traj("d", 2, 0.25, group="partial"), traj("d", 2, 0.25, group="partial"),
+        traj("a", 2, 1.0, group="one"),
+        traj("b", 2, 1.0, group="disagree", success=True), traj("b", 2, 1.0, group="disagree", success=False),
+        {**traj("c", 2, 1.0, group="faulted"), "error": "the model server timed out"},
+        traj("c", 2, 0.0, group="faulted"), traj("c", 2, 1.0, group="faulted"),
+    ])
+    assert rows(store, "SELECT group_id, rollouts, successes, spread, dead, all_solved, all_failed "
+                       "FROM group_spread_with()") == [
+        ("disagree", 2, 1, 0.0, True, False, False), ("failed", 3, 0, 0.0, True, False, True),
+        ("faulted", 2, 1, 0.5, False, False, False), ("mixed", 2, 1, 0.5, False, False, False),
+        ("one", 1, 1, 0.0, True, True, False), ("partial", 2, 0, 0.0, True, False, True),
+        ("solved", 2, 2, 0.0, True, True, False)]
+    # step, round, groups, dead_groups, all_solved, all_failed, dead_share, mean_spread, rollouts, live, gradient
+    assert rows(store, "SELECT * FROM group_health") == [
+        (1, 0, 3, 2, 1, 1, 0.666666667, 0.166666667, 7, 2, 0.285714286),
+        (2, 0, 4, 3, 1, 1, 0.75, 0.125, 7, 2, 0.285714286)]
+    assert rows(store, "SELECT * FROM group_health_with(threshold := 0.2) WHERE step = 2") == [
+        (2, 0, 4, 3, 2, 0, 0.75, 0.125, 7, 2, 0.285714286)]  # 0.25 now succeeds: 'partial' is all solved
+    # task_id, groups, dead_groups, all_solved, all_failed, dead_share, mean_spread, last_step
+    assert rows(store, "SELECT * FROM task_group_health") == [
+        ("a", 2, 2, 2, 0, 1.0, 0.0, 2), ("b", 2, 2, 0, 1, 1.0, 0.0, 2), ("c", 2, 0, 0, 0, 0.0, 0.5, 2),
+        ("d", 1, 1, 0, 1, 1.0, 0.0, 2)]
+
+
+def test_group_health_is_empty_without_rollouts(load):
+    store = load([], tasks=["a"])
+    assert rows(store, "SELECT * FROM group_health") == []
+    assert rows(store, "SELECT * FROM task_group_health") == []

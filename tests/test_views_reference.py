@@ -48,6 +48,7 @@ def test_views_match_reference(store, jsonl, seed):
     ).fetchall()]
     assert store.scalar("SELECT count(*) FROM trajectories WHERE error IS NOT NULL") > 0
     task_ids = [row[0] for row in store.execute("SELECT task_id FROM tasks").fetchall()]
+    rounds = store.execute("SELECT round, first_step, last_step FROM drift_rounds").fetchall()
     threshold = rng.choice([0.5, 0.25, 1.0])
     w = rng.choice([1, 2, 3, 5])
     theta = rng.choice([5, 20, 40])
@@ -68,6 +69,9 @@ def test_views_match_reference(store, jsonl, seed):
         f"forgetting_form := 'trajectory')": ref.flagged_trajectories(trajectories, threshold, w, theta, min_n, "trajectory"),
         f"task_signals_with(threshold := {threshold}, w := {w}, theta := {theta}, min_n := {min_n})":
             ref.task_signals(trajectories, task_ids, threshold, w, theta, min_n),
+        f"group_spread_with(threshold := {threshold})": ref.group_spread(trajectories, threshold),
+        f"group_health_with(threshold := {threshold})": ref.group_health(trajectories, threshold, rounds),
+        f"task_group_health_with(threshold := {threshold})": ref.task_group_health(trajectories, threshold),
     }
     for macro, expected in cases.items():
         got = store.execute(f"SELECT * FROM {macro}").fetchall()
@@ -78,6 +82,6 @@ def test_default_views_equal_their_macros_at_default_parameters(store, jsonl):
     store.ingest_trajectories(jsonl(_random_records(random.Random(99), n_tasks=20, steps=8)), create_tasks=True)
     for view in ("task_steps", "group_outcomes", "forgetting", "forgetting_trajectories", "forgetting_events",
                  "boundary", "pattern_steps",
-                 "rare_patterns", "flagged_trajectories", "task_signals"):
+                 "rare_patterns", "flagged_trajectories", "task_signals", "group_health", "task_group_health"):
         assert _normalise(store.execute(f"SELECT * FROM {view}").fetchall()) == _normalise(
             store.execute(f"SELECT * FROM {view}_with()").fetchall()), view

@@ -87,6 +87,9 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
 Checks, in order; the first that fails is the candidate's reason:
   synthesis      the synthesizer wrote a task (an LLM answer that never fit the schema is kept, rejected)
   schema         the environment accepts the spec
+  contaminated   (when its environment has eval tasks) its task words' similarity to every eval task < threshold
+                 (masked words and keyed literals of every user turn: other numbers, names or sentence order
+                 do not hide a copy; the detail names the nearest eval task)
   ground_truth   the reference solution replays with no error and scores 1
   novelty        prompt similarity to the training tasks and earlier accepted candidates < threshold
                  (eval tasks take no part; the similarity to them is kept in eval_similarity)
@@ -102,6 +105,10 @@ Examples:
 @click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
               help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored training "
                    "task's.")
+@click.option("--contamination-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.8,
+              show_default=True,
+              help="Refuse (reason 'contaminated') a candidate whose task words have a Jaccard similarity at least "
+                   "this high to an eval task's.")
 @click.option("--agent-model", default=None,
               help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
                    "directory) and record its success rate.")
@@ -120,7 +127,7 @@ Examples:
 @long_job("validate")
 @db_option
 @wait_option
-def validate(round_: int | None, novelty_threshold: float, agent_model: str | None, api_base: str | None,
+def validate(round_: int | None, novelty_threshold: float, contamination_threshold: float, agent_model: str | None, api_base: str | None,
              api_key: str | None, timeout: float, retries: int, attempts: int, max_success_rate: float | None, judge_model: str | None,
              judge_api_base: str | None, progress: bool, db: Path, wait: float) -> None:
     """Run the validation checks on every pending candidate and record each verdict.
@@ -153,7 +160,8 @@ def validate(round_: int | None, novelty_threshold: float, agent_model: str | No
         return
     with click.progressbar(length=pending, label="validating", file=sys.stderr,
                            hidden=not progress) as bar:
-        report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold, agent=agent, k=attempts,
+        report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold,
+                                     contamination_threshold=contamination_threshold, agent=agent, k=attempts,
                                      max_success_rate=max_success_rate, judge=judge, wait=wait,
                                      on_verdict=lambda verdict: bar.update(1))
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.by_reason.items()))

@@ -42,6 +42,7 @@ METRIC_QUERIES: dict[str, str] = {
     "patterns": "SELECT * FROM drift_patterns ORDER BY round, share DESC, lineage",
     "difficulty": "SELECT * FROM drift_difficulty_with(threshold := $threshold) ORDER BY round",
     "steps": "SELECT * FROM drift_steps_with(threshold := $threshold) ORDER BY step",
+    "group_health": "SELECT * FROM group_health_with(threshold := $threshold) ORDER BY step",
     "tools": "SELECT * FROM drift_tools ORDER BY round, calls DESC, tool",
     "env_classes": "SELECT * FROM drift_env_classes ORDER BY round, rollouts DESC, env_class",
     "turns": "SELECT * FROM drift_turns ORDER BY round, turn",
@@ -54,7 +55,7 @@ METRIC_QUERIES: dict[str, str] = {
     "costs": "SELECT * FROM round_costs ORDER BY round",
 }
 _PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n", "forgetting_form"), "difficulty": ("threshold",),
-               "steps": ("threshold",), "diversity": ("k", "embedding_model"),
+               "steps": ("threshold",), "group_health": ("threshold",), "diversity": ("k", "embedding_model"),
                "eval_steps": ("threshold", "w", "theta", "min_n", "forgetting_form")}
 
 
@@ -184,6 +185,7 @@ def _summary(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
         patterns,
         tables["difficulty"].select("round", "success_rate", pl.col("median").alias("median_task_success")),
         tables["costs"].select("round", "training_seconds", "feedback_seconds", "feedback_share"),  # loop cost
+        _dead_groups(tables["group_health"]),
     ]
     if "diversity" in tables:
         parts.append(tables["diversity"].select("round", "sr_at_k", "ed_rel"))
@@ -191,6 +193,12 @@ def _summary(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     for part in parts:
         summary = summary.join(part.with_columns(pl.col("round").cast(pl.Int32)), on="round", how="left")
     return summary.sort("round")
+
+
+def _dead_groups(health: pl.DataFrame) -> pl.DataFrame:
+    """Per round, the share of its GRPO groups that were dead (no reward variance, no gradient)."""
+    return (health.filter(pl.col("round").is_not_null()).group_by("round")
+            .agg((pl.col("dead_groups").sum() / pl.col("groups").sum()).alias("dead_group_share")))
 
 
 def compare(first: DriftReport, second: DriftReport) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from coevolve_engine.errors import CoevolveError
 
 #: every figure; the report leads with KEY_FIGURES (the result) and folds the others below
 FIGURES = ("heldout", "signals", "growth", "acceptance", "eval", "distribution", "patterns", "success", "diversity",
-           "eval_similarity")
+           "eval_similarity", "group_health")
 KEY_FIGURES = FIGURES[:4]
 _SIGNALS = ("forgetting", "boundary", "rare")
 _BIN_COLORS = {-1.0: "C0", 0.5: "C1", 0.7: "C2", 0.9: "C3"}  # drift_eval_similarity's bins, by lower edge
@@ -132,6 +132,33 @@ def success(reports: list[DriftReport]):
     ax.set_ylabel("success rate")
     ax.set_title("success against step (dashed: round boundaries)")
     ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def group_health(reports: list[DriftReport]):
+    """The share of each step's GRPO groups that were dead (every reward equal: no gradient) and the share of its
+    rollouts that carry gradient, against training step (every run on one axes; group_health), round boundaries
+    dashed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for index, report in enumerate(reports):
+        health = report.tables.get("group_health")
+        if health is None or not health.height:
+            continue
+        color = f"C{index}"
+        ax.plot(health["step"], health["dead_share"], marker=".", color=color, label=f"{report.label}: dead groups")
+        ax.plot(health["step"], health["gradient_share"], linestyle=":", color=color,
+                label=f"{report.label}: rollouts with gradient")
+    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+        ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
+    if not any(r.tables.get("group_health") is not None and r["group_health"].height for r in reports):
+        ax.text(0.5, 0.5, "no scored rollouts", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("share")
+    ax.set_title("GRPO group health against step (dashed: round boundaries)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -302,7 +329,8 @@ def acceptance(reports: list[DriftReport]):
 
 
 _DRAW = {"heldout": heldout, "growth": growth, "acceptance": acceptance, "distribution": distribution, "signals": signals, "patterns": patterns, "success": success,
-         "diversity": diversity, "eval": eval_success, "eval_similarity": eval_similarity}
+         "diversity": diversity, "eval": eval_success, "eval_similarity": eval_similarity,
+         "group_health": group_health}
 
 
 def figure_png(name: str, reports: list[DriftReport]) -> bytes:

@@ -112,10 +112,15 @@ class SynthesisConfig:
 class ValidationConfig:
     enabled: bool = setting(True, "false: the paper's 'without validation' ablation: a candidate is accepted "
                                   "once its synthesizer wrote a task and the environment accepts its spec (the "
-                                  "checks any runnable task needs); ground truth, novelty, agent attempt and "
-                                  "judge are skipped, so the settings below are unused.")
+                                  "checks any runnable task needs) and it copies no held-out task "
+                                  "(contamination_threshold); ground truth, novelty, agent attempt and judge are "
+                                  "skipped, so the other settings below are unused.")
     novelty_threshold: float = setting(0.95, "Reject a candidate whose prompt has a cosine similarity at least "
                                              "this high to a stored task's.")
+    contamination_threshold: float = setting(0.8, "Refuse a candidate (reason 'contaminated') whose task words (masked "
+                                                  "words and keyed literals of every user turn) have a Jaccard "
+                                                  "similarity at least this high to a held-out task's; see the "
+                                                  "contamination view.")
     agent_model: str = setting("", "Also roll this agent out K times on each candidate (litellm string or local "
                                    "directory); empty: no agent attempt.")
     k: int = setting(4, "Agent rollouts per candidate.")
@@ -223,6 +228,9 @@ class RunConfig:
         novelty = self.validation.novelty_threshold
         if not 0.0 < novelty <= 1.0:
             raise ConfigError(f"validation.novelty_threshold must be in (0, 1], got {novelty}")
+        contamination = self.validation.contamination_threshold
+        if not 0.0 < contamination <= 1.0:
+            raise ConfigError(f"validation.contamination_threshold must be in (0, 1], got {contamination}")
         if not self.trainer.model:
             raise ConfigError("trainer.model is required: the local model directory the policy starts from "
                               "(set it in the file or with --set trainer.model=PATH)")

@@ -150,8 +150,8 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
 
     if not v.enabled:
         validate_candidates(run.db, round=round_, env=run.environment, wait=run.wait, on_verdict=on_verdict,
-                            runnable_only=True)
-        return {**_verdicts(run, round_), "validation": "off: synthesis and schema checks only"}
+                            runnable_only=True, contamination_threshold=v.contamination_threshold)
+        return {**_verdicts(run, round_), "validation": "off: synthesis, schema and contamination checks only"}
     agent, judge = validation_agent(run), None
     if v.judge_model:
         from coevolve_engine.llm import LLMClient
@@ -159,6 +159,7 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
 
         judge = LLMJudge(LLMClient(run.db, v.judge_model, api_base=v.api_base or None, wait=run.wait), run.db)
     validate_candidates(run.db, round=round_, env=run.environment, novelty_threshold=v.novelty_threshold,
+                        contamination_threshold=v.contamination_threshold,
                         agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
                         judge=judge, wait=run.wait, on_verdict=on_verdict,
                         embedder=run.embedder)  # the model the patterns phase loaded, if it ran
@@ -191,5 +192,5 @@ def _verdicts(run: RunContext, round_: int) -> dict[str, Any]:
 
 def describe_validate(o: dict[str, Any]) -> str:
     rejected = ", ".join(f"{r} {n}" for r, n in o["rejected"].items())
-    off = " (validation off: synthesis and schema checks only)" if o.get("validation") else ""
+    off = " (validation off: synthesis, schema and contamination checks only)" if o.get("validation") else ""
     return f"{o['accepted']} of {o['candidates']} accepted" + (f"; rejected: {rejected}" if rejected else "") + off

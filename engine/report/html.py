@@ -65,7 +65,11 @@ CAPTIONS = {
     "success": "Training success against step (drift_steps).",
     "diversity": "SR@k and ED_rel of the task prompts per round (drift_diversity).",
     "eval_similarity": "Candidates by their similarity to the held-out tasks (drift_eval_similarity).",
+    "group_health": "Share of each step's GRPO groups that were dead (all rewards equal: no gradient), and of its "
+                    "rollouts that carry gradient (group_health; per task: task_group_health).",
 }
+#: the group-health section: dead groups against step, beside the curriculum's weights
+GROUP_HEALTH_FIGURES = ("group_health", "distribution")
 SIGNAL_WORDS = {
     "forgetting": "the agent used to solve these tasks and now fails them",
     "boundary": "the agent sometimes solves these tasks and sometimes fails them",
@@ -145,6 +149,12 @@ def _configuration(store: Store) -> str:
     if phases.height:
         parts.append("<h3>Run phases</h3>" + table(phases))
     return "\n".join(parts)
+
+
+def _group_health(reports: list[DriftReport]) -> str:
+    """The GRPO group-health section: the dead-group share against step next to the curriculum's weights."""
+    return (f'<section id="group-health"><h2>GRPO group health and the curriculum\'s weights</h2>'
+            f'<div class="figures">{_figures(reports, GROUP_HEALTH_FIGURES)}</div></section>')
 
 
 def _figures(reports: list[DriftReport], names: Iterable[str]) -> str:
@@ -315,7 +325,7 @@ def render_report(store: Store, report: DriftReport, *, title: str, top_patterns
                 table(summary, "no rounds") + _per_run(runs, tables)),
         _folded("More figures", "more-figures",
                 f'<div class="figures{" compare" if len(runs) > 1 else ""}">'
-                f"{_figures(reports, [n for n in FIGURES if n not in KEY_FIGURES])}</div>"),
+                f"{_figures(reports, [n for n in FIGURES if n not in KEY_FIGURES + GROUP_HEALTH_FIGURES])}</div>"),
         _folded("Failure patterns: summaries and example trajectories", "pattern-examples",
                 _per_run(runs, lambda s, r: _patterns(s, top_patterns, examples))),
         _folded("Candidates and their verdicts", "candidates", _per_run(runs, lambda s, r: _candidates(s, candidates))),
@@ -332,6 +342,7 @@ def render_report(store: Store, report: DriftReport, *, title: str, top_patterns
         f'<section id="headline"><div class="runs">{headlines}</div></section>',
         f'<section id="figures"><div class="figures{" compare" if len(runs) > 1 else ""}">'
         f"{_figures(reports, KEY_FIGURES)}</div></section>",
+        _group_health(reports),
         f'<section id="patterns"><h2>Failure patterns, in words</h2>'
         f'<div class="runs">{words}</div></section>',
         f'<section id="details"><h2>Details</h2>\n{details}\n</section>',

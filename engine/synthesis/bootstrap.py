@@ -53,6 +53,7 @@ from coevolve_engine.prompts import load_prompt
 from coevolve_engine.registry import PluginContext
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
+from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -249,6 +250,7 @@ def bootstrap(
     retries: int = 2,
     cache: bool = True,
     novelty_threshold: float = 0.95,
+    contamination_threshold: float = CONTAMINATION_THRESHOLD,
     agent: "Agent | None" = None,
     k: int = 4,
     max_success_rate: float | None = None,
@@ -264,7 +266,8 @@ def bootstrap(
     the exploration (default: explorer_model). api_base/api_key: where both are served (explorer_api_base
     overrides it for the explorer). seed: picks the worlds. round: the candidates' round (D_0 is round 0's).
     max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts abstracted from each
-    exploration. novelty_threshold, agent, k, max_success_rate, judge, embedder: validation's options
+    exploration. novelty_threshold, contamination_threshold, agent, k, max_success_rate, judge, embedder:
+    validation's options
     (``validate_candidates``). progress: called with one line of text per explored world and per batch.
     """
     if n < 1:
@@ -286,7 +289,8 @@ def bootstrap(
         from coevolve_engine.embeddings import Embedder
 
         embedder = Embedder()
-    validation = dict(env=environment, novelty_threshold=novelty_threshold, agent=agent, k=k,
+    validation = dict(env=environment, novelty_threshold=novelty_threshold,
+                      contamination_threshold=contamination_threshold, agent=agent, k=k,
                       max_success_rate=max_success_rate, judge=judge, embedder=embedder, wait=wait)
     run = _BootstrapRun(store_path, environment, synthesizer, _worlds(environment, max_worlds, seed), validation,
                         BootstrapReport(env=env, n=n, round=round, seed=seed, max_worlds=max_worlds),

@@ -4,20 +4,25 @@
 stops at the first that fails; its name becomes the candidate's ``reason``:
 
 1. ``schema``: the environment accepts the spec (``Environment.check_spec``).
-2. ``ground_truth``: the environment's reference solution, replayed turn by turn in a fresh episode, gets no
+2. ``contaminated`` (when the candidate's environment has eval tasks): the candidate is not a near copy of a
+   held-out task: the similarity of its words to every eval task of its environment (the Jaccard index of their
+   ``task_words``: masked words and keyed literals of every user turn, so other numbers, other names or reordered
+   sentences do not hide a copy) must stay below ``contamination_threshold``. A refused candidate's detail names
+   the nearest eval task and the similarity (see ``coevolve_engine.synthesis.contamination``).
+3. ``ground_truth``: the environment's reference solution, replayed turn by turn in a fresh episode, gets no
    error observation and scores 1 (for BFCL: after every turn, state and responses match what the checker
    compares against). A solution that makes no call at all fails too: it would check nothing.
-3. ``novelty``: the highest cosine similarity of the candidate's prompt embedding to the prompts of the
+4. ``novelty``: the highest cosine similarity of the candidate's prompt embedding to the prompts of the
    environment's training tasks in the store and of the candidates accepted before it must stay below
    ``novelty_threshold``. The value is recorded in ``candidates.novelty`` whether or not it passes. Eval tasks
    (split 'eval') are held out and take no part: a candidate is never rejected for resembling one.
-4. ``agent_attempt`` (when an agent is given): K rollouts; the success rate is recorded in
+5. ``agent_attempt`` (when an agent is given): K rollouts; the success rate is recorded in
    ``candidates.success_rate``. By default it rejects nothing: the ground truth already proves the task
    solvable, and a task the agent fails is what the curriculum wants. With ``max_success_rate`` a candidate
    the agent solves more often is rejected as too easy (a GRPO group that always succeeds has zero
    advantage, so it teaches nothing). Rollouts cut short by faults outside the agent do not count; if all K
    are, validation stops with an error and the remaining candidates stay pending.
-5. ``judge`` (when given): ``judge(candidate) -> (passed, detail)``, e.g. an LLM judge.
+6. ``judge`` (when given): ``judge(candidate) -> (passed, detail)``, e.g. an LLM judge.
 
 Every candidate's highest prompt similarity to its environment's eval tasks is measured too, whatever its
 verdict, and recorded in ``candidates.eval_similarity`` (NULL when the environment has no eval tasks, or the
@@ -41,6 +46,7 @@ import numpy as np
 from coevolve_engine.embeddings import text_hash
 from coevolve_engine.errors import CoevolveError, IngestError
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.synthesis import contamination
 from coevolve_engine.synthesis.candidates import (
     Candidate,
     CandidateNotPending,
@@ -53,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.environments import Environment
     from coevolve_engine.embeddings import Embedder
 
-CHECKS = ("synthesis", "schema", "ground_truth", "novelty", "agent_attempt", "judge")
+CHECKS = ("synthesis", "schema", contamination.CHECK, "ground_truth", "novelty", "agent_attempt", "judge")
 Judge = Callable[[Candidate], "tuple[bool, str]"]
 
 
@@ -110,6 +116,7 @@ def validate_candidates(
     round: int | None = None,
     env: "Environment | None" = None,
     novelty_threshold: float = 0.95,
+    contamination_threshold: float = contamination.DEFAULT_THRESHOLD,
     agent: "Agent | None" = None,
     k: int = 4,
     max_success_rate: float | None = None,
@@ -124,14 +131,19 @@ def validate_candidates(
 
     env: the environment for candidates of its name (others load theirs from the registry).
     runnable_only: validation switched off (the paper's "without validation" ablation): only ``synthesis``
-        (its synthesizer wrote a task) and ``schema`` (the environment accepts its spec) run, so a candidate
+        (its synthesizer wrote a task), ``schema`` (the environment accepts its spec) and ``contaminated`` (it
+        copies no held-out task: the ablation's held-out figure must not be inflated by one) run, so a candidate
         that is a runnable task is accepted; ground truth, novelty, agent attempt and judge do not run
         (``eval_similarity`` is still measured).
+    contamination_threshold: a candidate whose task_words similarity to an eval task of its environment is at
+        least this is refused as ``contaminated``.
     embedder: the sentence embedder for novelty (default: the shipped all-MiniLM-L6-v2, cached in the store).
     on_verdict: called after each verdict is stored (progress).
     """
     if not 0.0 < novelty_threshold <= 1.0:
         raise CoevolveError(f"novelty_threshold must be in (0, 1], got {novelty_threshold}")
+    if not 0.0 < contamination_threshold <= 1.0:
+        raise CoevolveError(f"contamination_threshold must be in (0, 1], got {contamination_threshold}")
     if k < 1:
         raise CoevolveError(f"k (agent rollouts per candidate) must be >= 1, got {k}")
     if max_success_rate is not None and not 0.0 <= max_success_rate <= 1.0:
@@ -146,10 +158,11 @@ def validate_candidates(
             if not candidates:
                 return report
             novelty = _Novelty(reading, candidates, embedder)
+            held_out = contamination.HeldOutIndex(reading, candidates)
         if novelty.fresh:
             novelty.cache(session.store)
         checker = _Checker(env, novelty, novelty_threshold, agent, k, max_success_rate, judge, concurrency, session,
-                           runnable_only)
+                           runnable_only, held_out, contamination_threshold)
         for candidate in candidates:
             session.close()  # the checks need no store: each verdict holds it only while it is written
             verdict = checker.verdict(candidate)
@@ -245,12 +258,15 @@ class _Checker:
 
     def __init__(self, env: "Environment | None", novelty: _Novelty, threshold: float, agent: "Agent | None",
                  k: int, max_success_rate: float | None, judge: Judge | None, concurrency: int,
-                 session: _StoreSession, runnable_only: bool = False) -> None:
+                 session: _StoreSession, runnable_only: bool = False,
+                 held_out: contamination.HeldOutIndex | None = None,
+                 contamination_threshold: float = contamination.DEFAULT_THRESHOLD) -> None:
         self.environments: dict[str, Environment] = {env.name: env} if env is not None else {}
         self.novelty, self.threshold = novelty, threshold
         self.agent, self.k, self.max_success_rate = agent, k, max_success_rate
         self.judge, self.concurrency, self.session = judge, concurrency, session
         self.runnable_only = runnable_only
+        self.held_out, self.contamination_threshold = held_out, contamination_threshold
 
     def environment(self, name: str) -> "Environment":
         if name not in self.environments:
@@ -266,6 +282,8 @@ class _Checker:
             ("synthesis", lambda: self._synthesis(candidate)),
             ("schema", lambda: self._schema(candidate)),
         ]
+        if self.held_out is not None and self.held_out.has_held_out(candidate.env):
+            steps.append((contamination.CHECK, lambda: self._contaminated(candidate)))
         if not self.runnable_only:
             steps.append(("ground_truth", lambda: self._ground_truth(candidate)))
             steps.append(("novelty", lambda: self._novelty(candidate, measured)))
@@ -303,6 +321,15 @@ class _Checker:
         if problems:
             return Check("schema", False, "; ".join(problems))
         return Check("schema", True, f"a well-formed {candidate.env} spec")
+
+    def _contaminated(self, candidate: Candidate) -> Check:
+        task_id, value = self.held_out.nearest(candidate)  # type: ignore[union-attr, misc]
+        passed = value < self.contamination_threshold
+        relation = "<" if passed else ">="
+        return Check(contamination.CHECK, passed,
+                     f"nearest held-out task {task_id}: similarity {value:.4f} {relation} "
+                     f"{self.contamination_threshold:g} (task words: masked words and keyed literals of every "
+                     "user turn)")
 
     def _ground_truth(self, candidate: Candidate) -> Check:
         environment = self.environment(candidate.env)

@@ -21,7 +21,11 @@
 --   training_seconds   what the round's training took, less its store writes (round_costs)
 --   feedback_seconds   what the rest of the round took, store overhead included (round_costs)
 --   feedback_share     feedback_seconds / training_seconds (the paper: 0.0967 AppWorld, 0.1276 BFCL)
--- requires: scored_trajectories, flagged_trajectories_with, round_costs
+--   contaminated       of its candidates, refused as near copies of a held-out task (reason 'contaminated')
+--   dead_share         share of the GRPO groups of its steps that were dead: every reward equal, no gradient
+--                      (group_health_with at threshold)
+--   gradient_share     share of the rollouts of its steps in groups that were not dead (that carry gradient)
+-- requires: scored_trajectories, flagged_trajectories_with, round_costs, group_health_with
 CREATE OR REPLACE MACRO run_rounds_with(threshold := 0.5, w := 3, theta := 5, min_n := 50,
                                         forgetting_form := 'group') AS TABLE
 WITH spans AS (
@@ -57,8 +61,15 @@ found AS (
     SELECT round, count(*) AS patterns FROM failure_patterns GROUP BY round
 ),
 proposed AS (
-    SELECT round, count(*) AS candidates, count(*) FILTER (WHERE verdict = 'accepted') AS accepted
+    SELECT round, count(*) AS candidates, count(*) FILTER (WHERE verdict = 'accepted') AS accepted,
+           count(*) FILTER (WHERE reason = 'contaminated') AS contaminated
     FROM candidates GROUP BY round
+),
+health AS (
+    SELECT s.round, sum(g.dead_groups) / sum(g.groups) AS dead_share,
+           sum(g.live_rollouts) / sum(g.rollouts) AS gradient_share
+    FROM spans AS s JOIN group_health_with(threshold := threshold) AS g ON g.step BETWEEN s.first_step AND s.last_step
+    GROUP BY s.round
 )
 SELECT s.round, s.status, s.first_step, s.last_step,
        coalesce(training.rollouts, 0) AS rollouts, training.train_success,
@@ -69,7 +80,8 @@ SELECT s.round, s.status, s.first_step, s.last_step,
        coalesce(found.patterns, 0) AS patterns, coalesce(proposed.candidates, 0) AS candidates,
        coalesce(proposed.accepted, 0) AS accepted,
        weight_sets.tasks AS train_tasks, weight_sets.reason AS weights_reason,
-       round_costs.training_seconds, round_costs.feedback_seconds, round_costs.feedback_share
+       round_costs.training_seconds, round_costs.feedback_seconds, round_costs.feedback_share,
+       coalesce(proposed.contaminated, 0) AS contaminated, health.dead_share, health.gradient_share
 FROM spans AS s
 LEFT JOIN training USING (round)
 LEFT JOIN flags USING (round)
@@ -78,4 +90,5 @@ LEFT JOIN found USING (round)
 LEFT JOIN proposed USING (round)
 LEFT JOIN weight_sets USING (round)
 LEFT JOIN round_costs USING (round)
+LEFT JOIN health USING (round)
 ORDER BY s.round;
