@@ -38,7 +38,8 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
     context = TrainContext(store_path=db, env=spec["env"], environment=environment, seed=spec["seed"],
                            wait=spec["wait"], source=source, sink=sink, model=spec["model"],
                            output_dir=spec["output_dir"], start_step=spec["start_step"],
-                           policy_name=spec["policy_name"])
+                           policy_name=spec["policy_name"], resume_from=spec.get("resume_from", ""),
+                           reference_model=spec.get("reference_model", ""))
     trainer = TRAINERS.build(spec["trainer"], spec["options"], context)
     report = trainer.train(spec["steps"])
     sink.flush()  # steps a trainer left with the sink (trainer.steps_per_write > 1) are in the store before the result
