@@ -158,9 +158,8 @@ def test_a_fresh_optimization_each_round_ends_elsewhere(runs, start):
 # -- the same from the outside: `coevolve-engine demo --quick` --------------------------------------------------
 
 #: nothing changes the data between rounds: no synthesis, uniform weights, no evaluation; a KL term
-STEADY = ["--set", "synthesis.synthesizer=none", "--set", "curriculum.strategy=uniform", "--set", "curriculum.settings={}",
-          "--set", "eval.every=0",
-          "--set", "trainer.options.beta=0.04", "--set", "warmup.steps=0"]
+STEADY = ["--set", "synthesis.synthesizer=none", "--set", "curriculum.strategy=uniform",
+          "--set", "curriculum.settings={}", "--set", "eval.every=0", "--set", "trainer.options.beta=0.04"]
 
 
 def demo(folder: Path, *args: str) -> None:
@@ -174,22 +173,18 @@ def demo(folder: Path, *args: str) -> None:
 
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
-    """The quick demo's store and policy, warmed up once (a run of one step), then run from that checkpoint as
-    2 rounds of 2 steps and as 1 round of 4."""
+    """The quick demo as 1 round of 4 steps after its warm-up, and on a copy of its prepared folder as 2 rounds of
+    2 steps from that warm-up's checkpoint (both runs' starting policy and KL reference)."""
     import shutil
 
     from coevolve_engine.demo import QUICK, prepare
 
     root = tmp_path_factory.mktemp("demo-split")
-    prepare(root / "warm", QUICK, echo=lambda line: None)
-    for name in ("split", "long"):
-        shutil.copytree(root / "warm", root / name)
-    demo(root / "warm", "--rounds", "1", "--set", "trainer.steps_per_round=1", "--set", "eval.every=0",
-         "--set", "synthesis.synthesizer=none")
-    (warm,) = (root / "warm" / "checkpoints" / "round-0" / "warmup").glob("step-*")
-    demo(root / "split", *STEADY, "--set", f"trainer.model={warm}")
-    demo(root / "long", *STEADY, "--set", f"trainer.model={warm}", "--rounds", "1",
-         "--set", "trainer.steps_per_round=4")
+    prepare(root / "long", QUICK, echo=lambda line: None)
+    shutil.copytree(root / "long", root / "split")
+    demo(root / "long", *STEADY, "--rounds", "1", "--set", "trainer.steps_per_round=4")
+    (warm,) = (root / "long" / "checkpoints" / "round-0" / "warmup").glob("step-*")
+    demo(root / "split", *STEADY, "--set", f"trainer.model={warm}", "--set", "warmup.steps=0")
     return root, warm
 
 

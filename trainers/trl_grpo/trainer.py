@@ -116,6 +116,12 @@ class TRLGRPOConfig:
 _RENAMED = r".*gradient_checkpointing.* is deprecated"
 
 
+def precision_settings(where: Any) -> dict[str, bool]:
+    """TRL's device and mixed-precision settings for a ``core.device.Placement``: the one choice of device and
+    dtype that the eval phase and local agents also follow."""
+    return {"use_cpu": where.device == "cpu", "bf16": where.dtype == "bfloat16", "fp16": where.dtype == "float16"}
+
+
 def grpo_args(config: TRLGRPOConfig) -> Any:
     """TRL's ``GRPOConfig`` for ``config``: the settings derived from it with its ``trl_args`` laid over them.
     Building it loads no model and writes nothing, so the run builds it before a round to check ``trl_args``."""
@@ -123,19 +129,17 @@ def grpo_args(config: TRLGRPOConfig) -> Any:
 
     from coevolve_engine.core.device import placement
 
-    where = placement(config.use_cpu)  # the one choice of device and precision for training, eval and rollouts
-    use_cpu = where.device == "cpu"
+    precision = precision_settings(placement(config.use_cpu))
     k = config.num_generations
     settings: dict[str, Any] = dict(
-        use_cpu=use_cpu, bf16=where.dtype == "bfloat16", fp16=where.dtype == "float16",
-        learning_rate=config.learning_rate, lr_scheduler_type="constant",
+        **precision, learning_rate=config.learning_rate, lr_scheduler_type="constant",
         beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
         gradient_accumulation_steps=1, max_completion_length=config.max_completion_length, seed=config.seed,
         # train() saves the checkpoint at its last step; a resumed train() draws by step, replaying no batch
         save_strategy="no", ignore_data_skip=True, report_to="none", logging_steps=1, disable_tqdm=True,
     )
     settings.update(checked_trl_args(config.trl_args, GRPOConfig))
-    if use_cpu:
+    if precision["use_cpu"]:
         settings["bf16"] = settings["fp16"] = False
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
