@@ -47,7 +47,18 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
         return None
     return {"checkpoint": str(report.checkpoint), "groups": report.groups, "rollouts": report.rollouts,
             "seconds_per_step": round(report.seconds_per_step, 3), "store_writes": getattr(sink.sink, "writes", 0),
-            "store_seconds": round(sink.store_seconds, 3)}
+            "store_seconds": round(sink.store_seconds, 3), **peak_memory()}
+
+
+def peak_memory() -> dict[str, int]:
+    """This process's peak resident memory, and the accelerator's peak allocation when one was used (bytes)."""
+    import resource
+
+    peak = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # Linux: KiB
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak["peak_accelerator_bytes"] = int(torch.cuda.max_memory_allocated())
+    return peak
 
 
 class ProgressSink:
