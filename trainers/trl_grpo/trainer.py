@@ -71,7 +71,9 @@ class TRLGRPOConfig:
         metadata={"help": "seed of the model's sampling, reseeded at each step from (seed, step) (the group draws "
                           "use the BatchSource's seed)"})
     save_checkpoint: bool = field(default=True,
-        metadata={"help": "save the policy under output_dir after each train() call"})
+        metadata={"help": "save a checkpoint (output_dir/checkpoint-G: the policy, optimizer, schedule, RNG and "
+                          "step G) after each train() call; the next call, or a trainer given it as resume_from, "
+                          "continues it"})
     policy_name: str | None = field(default=None,
         metadata={"help": "policy id recorded with rollouts (default: the model folder's name)"})
     resume_from: str = field(default="", metadata={
@@ -385,6 +387,7 @@ def _global_step(checkpoint: str | None) -> int:
     if not state.exists():
         from coevolve_engine.errors import CoevolveError
 
-        raise CoevolveError(f"resume_from: {checkpoint} is not a checkpoint a trl-grpo round saved (no {state.name}); "
-                            "its optimization cannot be continued")
+        raise CoevolveError(f"resume_from: {checkpoint} is not a checkpoint a trl-grpo round saved (no "
+                            f"{state.name}); its optimization cannot be continued (trainer.optimization = \"round\" "
+                            "starts a fresh one from it)")
     return int(json.loads(state.read_text(encoding="utf-8"))["global_step"])
