@@ -50,17 +50,18 @@ def evaluate_policy(checkpoint: str | Path | None, environment: Environment, tas
     (``EpisodeLimits``; exceeding either fails the task). ``model``/``tokenizer``: already loaded ones to use
     instead of loading ``checkpoint``.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from coevolve_engine.adapters.agents.player import play_all, start_play
+    from coevolve_engine.core.device import load_policy
 
     tasks = list(tasks)
     if not tasks:
         return []
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
-    if model is None:
-        model = AutoModelForCausalLM.from_pretrained(str(checkpoint))
+    if model is None:  # on the accelerator when there is one, in the trainer's precision (core.device)
+        model = load_policy(str(checkpoint))
     agent = ModelAgent(model, tokenizer, policy=str(checkpoint), max_new_tokens=max_new_tokens,
                        limits=EpisodeLimits(max_steps=max_steps, max_model_calls_per_turn=max_model_calls_per_turn),
                        chat_template_kwargs=chat_template_kwargs)

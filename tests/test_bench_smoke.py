@@ -113,6 +113,11 @@ SCRIPTS: dict[str, list[str]] = {
         r"^report +queries (\d+)/\1 answered, .*longest hold - \(no writing open\)",
         r"^load average \(1 min\) at each start: ",
     ],
+    "gpu_smoke.py": [
+        r"^device: cpu float32, torch .*, 1 training process\(es\), launcher: .*accelerate.* launch --cpu",
+        r"^policy: ", r"^round: \d+ steps, \d+ episodes in [\d.]+ s of training", r"^steps/s: [\d.]+$",
+        r"^episodes/s: [\d.]+$", r"^peak memory: \d+ MiB resident \(main training process\), no GPU used$",
+    ],
     "verl_check.py": [r"^1\. each override, composed on its own",
                       r"^2\. our exported Parquet in verl's dataset classes",
                       r"^3\. BFCL multi-turn episodes in verl's agent loop",

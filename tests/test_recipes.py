@@ -48,7 +48,8 @@ MODELS = {
     "bfcl_paper_qwen2_5_7b": {"trainer.model": "models/Qwen2.5-7B-Instruct", "trainer.policy_name": "qwen2.5-7b"},
     "bfcl_paper_qwen3_30b_a3b": {
         "trainer.model": "models/Qwen3-30B-A3B", "trainer.policy_name": "qwen3-30b-a3b",
-        "trainer.launcher": "accelerate launch --num_processes 16 --use_deepspeed --zero_stage 3 --mixed_precision bf16",
+        "trainer.launcher": "accelerate launch --num_processes 16 --use_deepspeed --zero_stage 3 "
+                            "--zero3_save_16bit_model true --mixed_precision bf16",
         "trainer.options.groups_per_step": 2},
 }
 # Our extension (weighted sampling) against the paper, and its own ablations against it.

@@ -246,6 +246,7 @@ KILL_AT = [
     "round 0 · synthesize done",
     "round 0 · validate   1:",  # mid validate: one verdict stored
     "round 0 · validate   done",
+    "round 1 · train      step 1/2: group",  # mid train of round 1, which continues round 0's optimization
 ]
 
 
@@ -293,7 +294,19 @@ def test_killed_at_every_phase_boundary_and_mid_phase_the_run_resumes_to_the_sam
     assert any(line.startswith("resuming at round 0") for line in lines) or lines[1].startswith("resuming")
     assert snapshot(db) == snapshot(straight)
     resumed = rows(db, "SELECT round, phase FROM run_phases WHERE attempts > 1 ORDER BY ALL")
-    assert (0, "train") in resumed and (0, "warmup") in resumed  # killed inside them, so started twice
+    assert (0, "train") in resumed and (0, "warmup") in resumed and (1, "train") in resumed  # killed inside them
+    # the same final policy: round 1, killed and trained again, continued round 0's optimizer state as the
+    # uninterrupted run's did (float32 on CPU: equal within 1e-6 of the largest weight)
+    final = [weights(folder / "checkpoints" / "round-1" / f"checkpoint-{2 * F}") for folder in (db.parent,
+                                                                                            straight.parent)]
+    largest = max(float(w.abs().max()) for w in final[1].values())
+    assert max(float((final[0][k] - final[1][k]).abs().max()) for k in final[1]) <= 1e-6 * largest
+
+
+def weights(checkpoint: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(checkpoint / "model.safetensors"))
 
 
 def training_processes(spec: Path) -> list[int]:

@@ -218,6 +218,9 @@ def test_processes_creating_one_store_at_once_all_open_it(tmp_path):
     ("synthesis.options.atempts=3", "synthesis.options: "),
     ("env=nope", "env: unknown environment 'nope'"),
     ("trainer.model=/no/such/model", "trainer.model: /no/such/model does not exist"),
+    ("trainer.optimization=epoch", "trainer.optimization must be one of run, round, got 'epoch'"),
+    ("trainer.name=sft", "trainer sft cannot carry its optimizer and schedule from round to round; set "
+                         "trainer.optimization = \"round\""),
 ])
 def test_a_config_typo_is_refused_before_the_round_and_leaves_no_trace(calc_store, tmp_path, override, words):
     before = table_hashes(calc_store)

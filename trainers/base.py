@@ -149,6 +149,13 @@ class TrainContext(PluginContext):
     output_dir: str = ""  # where the checkpoint is saved
     start_step: int = 0  # the trainer numbers its steps from start_step + 1
     policy_name: str = "policy"  # the policy id recorded with every rollout, as NAME@STEP
+    #: a checkpoint this trainer saved at the end of the run's previous round (``model``'s weights with the
+    #: optimizer, schedule, step counter and sampling state); "" for a fresh optimization from ``model``. Only
+    #: set for a trainer whose ``carries_optimization`` is true.
+    resume_from: str = ""
+    #: the run's starting policy (warm-up checkpoint or trainer.model): the KL reference of every round when the
+    #: run is one optimization ("": ``model``)
+    reference_model: str = ""
 
 
 class Trainer(ABC):
@@ -165,6 +172,9 @@ class Trainer(ABC):
     progress: Callable[[str], None] | None = None
     options_class: ClassVar[type | None] = None
     run_sets: ClassVar[tuple[str, ...]] = ()
+    #: whether ``from_options`` continues one optimization across rounds from ``TrainContext.resume_from`` (the
+    #: run's default, trainer.optimization = "run"); a trainer that cannot is run with "round" only
+    carries_optimization: ClassVar[bool] = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: "TrainContext") -> "Trainer":

@@ -30,7 +30,8 @@ class LocalAgent(Agent):
 
     path: a directory holding the model and a tokenizer with a chat template that renders tools.
     temperature: 0 means greedy decoding; above 0 samples (with top_p).
-    max_new_tokens: per reply. device, torch_dtype: where and how to load the model ("cpu", "auto", ...).
+    max_new_tokens: per reply. device, torch_dtype: where and how to load the model ("cpu", "bfloat16", ...;
+    default: ``core.device.placement()``, the accelerator when there is one, as the trainer and the eval phase).
     seed: seeds torch once at load, for repeatable sampling.
     chat_template_kwargs: extra template variables (e.g. {"enable_thinking": False} for Qwen3).
     max_steps, max_model_calls_per_turn: episode bounds (see EpisodeLimits).
@@ -51,7 +52,7 @@ class LocalAgent(Agent):
         temperature: float = 0.0,
         top_p: float = 1.0,
         max_new_tokens: int = 256,
-        device: str = "cpu",
+        device: str | None = None,
         torch_dtype: str | None = None,
         seed: int | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
@@ -100,6 +101,11 @@ class LocalAgent(Agent):
                 ) from exc
             if self.seed is not None:
                 torch.manual_seed(self.seed)
+            if self.device is None:  # the accelerator when there is one, in the trainer's precision
+                from coevolve_engine.core.device import placement
+
+                where = placement()
+                self.device, self.torch_dtype = where.device, self.torch_dtype or where.dtype
             tokenizer = AutoTokenizer.from_pretrained(self.path)
             if tokenizer.chat_template is None:
                 raise ValueError(f"LocalAgent: the tokenizer at {self.path} has no chat template")
@@ -142,13 +148,14 @@ class TokenPolicy:
 
     temperature 0: greedy. max_new_tokens: per answer. max_episode_tokens: tokens after the prompt per episode
     (sampled and not); an episode that needs more stops as a failure (stop "max_tokens"). logprobs: keep each
-    sampled token's log-probability (for the trainer).
+    sampled token's log-probability (for the trainer). generate_kwargs: passed to every ``generate`` (the
+    trainer's ``synced_gpus=False`` under ZeRO-3, where each process plays its own number of turns).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, top_p: float = 1.0,
                  max_new_tokens: int = 256, max_episode_tokens: int | None = None,
                  chat_template_kwargs: dict[str, Any] | None = None, device: str | None = None,
-                 logprobs: bool = False) -> None:
+                 logprobs: bool = False, generate_kwargs: dict[str, Any] | None = None) -> None:
         from .chat_tokens import ChatTokens
 
         self.model, self.tokenizer = model, tokenizer
@@ -157,6 +164,7 @@ class TokenPolicy:
         self.max_new_tokens, self.max_episode_tokens = max_new_tokens, max_episode_tokens
         self.device = device
         self.logprobs = logprobs
+        self.generate_kwargs = dict(generate_kwargs or {})  # further arguments of every generate call
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def _tokens(self, play: Any):
@@ -203,7 +211,8 @@ class TokenPolicy:
             with torch.no_grad():
                 out = self.model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max(budgets),
                                           pad_token_id=self.pad_id, eos_token_id=self.tokenizer.eos_token_id,
-                                          output_scores=self.logprobs, return_dict_in_generate=True, **sampling)
+                                          output_scores=self.logprobs, return_dict_in_generate=True, **sampling,
+                                          **self.generate_kwargs)
         finally:
             if was_training:
                 self.model.train()

@@ -23,6 +23,8 @@ class ConfigError(CoevolveError):
 
 
 SIGNAL_NAMES = ("forgetting", "boundary", "rare")
+#: trainer.optimization: one optimization across the run's rounds, or a fresh one each round
+OPTIMIZATIONS = ("run", "round")
 #: the largest seed a run takes: SEED + R (and + 1 for unguided synthesis) stays below 2**32, the bound of
 #: numpy's and transformers' set_seed, for any number of rounds a run could have
 MAX_SEED = 2**31 - 1
@@ -66,6 +68,12 @@ class TrainerConfig:
     policy_name: str = setting("policy", "The policy id recorded with every rollout, as NAME@STEP.")
     steps_per_write: int = setting(1, "Training steps whose rollouts are written to the store in one unit of "
                                       "work (a reader waits at most one such write); more: fewer store opens.")
+    optimization: str = setting("run", "run: the rounds are the steps of one optimization (the optimizer's "
+                                       "moments, the schedule, the step counter and the sampling state go "
+                                       "from round to round in the checkpoint, and the KL reference is the run's "
+                                       "starting policy in every round), as one long GRPO run; round: each "
+                                       "round starts a fresh optimizer from the previous round's checkpoint, "
+                                       "which is also its KL reference.")
     launcher: str = setting("", "Train each round in processes of its own, started by this command followed by "
                                 "`-m coevolve_engine.loop.train_round SPEC` (e.g. \"accelerate launch "
                                 "--num_processes 8\", or a python executable); empty: in the run's process.")
@@ -231,6 +239,9 @@ class RunConfig:
         contamination = self.validation.contamination_threshold
         if not 0.0 < contamination <= 1.0:
             raise ConfigError(f"validation.contamination_threshold must be in (0, 1], got {contamination}")
+        if self.trainer.optimization not in OPTIMIZATIONS:
+            raise ConfigError(f"trainer.optimization must be one of {', '.join(OPTIMIZATIONS)}, got "
+                              f"{self.trainer.optimization!r}")
         if not self.trainer.model:
             raise ConfigError("trainer.model is required: the local model directory the policy starts from "
                               "(set it in the file or with --set trainer.model=PATH)")

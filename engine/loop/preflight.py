@@ -39,6 +39,10 @@ def check_plugins(run: RunContext) -> None:
     options = _checked("trainer.options", lambda: episode_options(config.trainer.name, config.episode,
                                                                   config.trainer.options))
     _checked("trainer.options", lambda: trainer.check_options(options, f"trainer {config.trainer.name}"))
+    if config.trainer.optimization == "run" and not getattr(trainer, "carries_optimization", False):
+        raise ConfigError(f"trainer.optimization = \"run\": trainer {config.trainer.name} cannot carry its optimizer "
+                          "and schedule from round to round; set trainer.optimization = \"round\" (a fresh "
+                          "optimization each round, from the previous round's checkpoint)")
     check_launcher(config.trainer.launcher)
     if config.warmup.steps > 0:
         warmup = _checked("warmup.trainer", lambda: TRAINERS.load(config.warmup.trainer))

@@ -38,7 +38,8 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
     context = TrainContext(store_path=db, env=spec["env"], environment=environment, seed=spec["seed"],
                            wait=spec["wait"], source=source, sink=sink, model=spec["model"],
                            output_dir=spec["output_dir"], start_step=spec["start_step"],
-                           policy_name=spec["policy_name"])
+                           policy_name=spec["policy_name"], resume_from=spec.get("resume_from", ""),
+                           reference_model=spec.get("reference_model", ""))
     trainer = TRAINERS.build(spec["trainer"], spec["options"], context)
     report = trainer.train(spec["steps"])
     sink.flush()  # steps a trainer left with the sink (trainer.steps_per_write > 1) are in the store before the result
@@ -46,7 +47,18 @@ def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> di
         return None
     return {"checkpoint": str(report.checkpoint), "groups": report.groups, "rollouts": report.rollouts,
             "seconds_per_step": round(report.seconds_per_step, 3), "store_writes": getattr(sink.sink, "writes", 0),
-            "store_seconds": round(sink.store_seconds, 3)}
+            "store_seconds": round(sink.store_seconds, 3), **peak_memory()}
+
+
+def peak_memory() -> dict[str, int]:
+    """This process's peak resident memory, and the accelerator's peak allocation when one was used (bytes)."""
+    import resource
+
+    peak = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # Linux: KiB
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak["peak_accelerator_bytes"] = int(torch.cuda.max_memory_allocated())
+    return peak
 
 
 class ProgressSink:

@@ -86,7 +86,9 @@ def describe_warmup(o: dict[str, Any]) -> str:
 
 
 def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
-    """F optimizer steps from the round's starting policy, after removing what an interrupted attempt wrote."""
+    """F optimizer steps from the round's starting policy, after removing what an interrupted attempt wrote.
+    With trainer.optimization = "run", the trainer continues the optimization saved in the previous round's
+    checkpoint (optimizer, schedule, step, sampling state) against the run's starting policy as KL reference."""
     from coevolve_engine.loop.launch import launch
     from coevolve_engine.loop.train_round import train_round
 
@@ -95,11 +97,16 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     if removed:
         run.echo(f"{label} removed {removed} rollouts of the interrupted attempt; training again from {policy}")
     steps = c.trainer.steps_per_round
+    one = c.trainer.optimization == "run"  # one optimization: round R continues round R - 1's (checkpoint state)
+    with run.store(read_only=True) as store:
+        reference = round_row(store, 0).get("policy") if one else policy  # the run's starting policy
     spec = {
         "db": str(run.db.resolve()), "wait": run.wait, "env": c.env, "env_options": c.env_options,
         "round": round_, "trainer": c.trainer.name, "model": policy,
+        "resume_from": policy if one and round_ > 0 else "", "reference_model": reference or policy,
         "options": episode_options(c.trainer.name, c.episode, c.trainer.options),
-        "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"), "seed": c.seed + round_,
+        "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"),
+        "seed": c.seed if one else c.seed + round_,  # one optimization: one seed, its draws numbered by step
         "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name,
         "steps_per_write": c.trainer.steps_per_write,
         "label": train_label(round_),  # names the rollouts' writes in the ingests table

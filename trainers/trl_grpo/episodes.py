@@ -49,7 +49,9 @@ class TrainingPolicy(Agent):
                                     max_model_calls_per_turn=config.max_model_calls_per_turn)
         self.core = TokenPolicy(model, tokenizer, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
                                 max_episode_tokens=config.max_completion_length,
-                                chat_template_kwargs=config.chat_template_kwargs, logprobs=True)
+                                chat_template_kwargs=config.chat_template_kwargs, logprobs=True,
+                                # each process plays its own number of turns: no generate waits for the others
+                                generate_kwargs={"synced_gpus": False})
 
     def respond(self, plays: list[Any]) -> list[Any]:
         return self.core.respond(plays)

@@ -7,6 +7,10 @@ but picks each batch's prompts with ``torch.multinomial`` over the ``BatchSource
 every batch, so new weights take effect at the next batch. A task with weight 0 is never drawn. Within a batch
 prompts are drawn without replacement while enough tasks have positive weight, so a task has at most one group
 per step, whose id is then ``task_id@step``.
+
+Each draw is seeded by (``seed``, its number in the run): draw ``first_draw + i`` is the same whichever train()
+call, round or resumed process makes it, so a run split into rounds (or killed and resumed) draws what one long
+run draws from the same weights; nothing of the sampler's state needs saving.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ class WeightedRepeatSampler(RepeatSampler):
         batch_size: int = 1,
         repeat_count: int = 1,
         seed: int = 0,
+        first_draw: int = 0,
     ) -> None:
         super().__init__(data_source, mini_repeat_count, batch_size, repeat_count, shuffle=True, seed=seed)
+        self.seed, self.draws = seed, first_draw  # the number of the next draw in the run
         if len(task_ids) != len(data_source):
             raise ValueError(f"{len(task_ids)} task ids for a dataset of {len(data_source)} rows")
         self.task_ids = list(task_ids)
@@ -50,6 +56,8 @@ class WeightedRepeatSampler(RepeatSampler):
         """The prompt indices of one generation batch."""
         weights = self.current_weights()
         replacement = int((weights > 0).sum()) < self.batch_size
+        self.generator.manual_seed(draw_seed(self.seed, self.draws))
+        self.draws += 1
         return torch.multinomial(weights, self.batch_size, replacement=replacement, generator=self.generator).tolist()
 
     def __iter__(self) -> Iterator[int]:
@@ -62,3 +70,8 @@ class WeightedRepeatSampler(RepeatSampler):
 
     def __len__(self) -> int:
         return self.batches_per_pass * self.batch_size * self.mini_repeat_count * self.repeat_count
+
+
+def draw_seed(seed: int, number: int) -> int:
+    """The seed of a run's draw (or step) ``number`` under the run's ``seed``: distinct for distinct pairs."""
+    return (seed << 32) + number

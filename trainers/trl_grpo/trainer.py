@@ -12,6 +12,16 @@
 - The reward is the environment's verdict on the whole episode (binary for BFCL, as in the paper).
 - Every rollout goes to the ``TrajectorySink`` as soon as its step's episodes end. Rollouts are gathered from
   every process and written by the main process only, so the same code runs under ``accelerate launch``.
+- One optimization across rounds: ``train`` ends by saving a transformers checkpoint (``checkpoint-G`` under
+  output_dir: the weights, ``optimizer.pt``, ``scheduler.pt``, the RNG states, ``trainer_state.json`` with the
+  global step G), and a trainer built with ``resume_from`` that checkpoint continues it through
+  ``Trainer.train(resume_from_checkpoint=...)``. It is then built on the run's starting policy, so TRL's KL
+  reference (``beta`` > 0) is that policy in every round. The task draws and the rollouts' sampling are seeded
+  by (seed, step), so a run split into rounds, or killed and resumed, trains on what one long run would.
+- Under a launcher each process plays its own episodes, which take different numbers of turns: the whole step's
+  play happens inside one ``unwrap_model_for_generation`` (TRL's way; under ZeRO-3 it gathers the weights once,
+  a collective every process joins once per step), and ``generate`` runs with ``synced_gpus=False``, so no
+  collective depends on how many turns a process plays.
 """
 
 from __future__ import annotations
@@ -58,11 +68,17 @@ class TRLGRPOConfig:
         "help": "extra chat template variables, e.g. {enable_thinking: false} (set by the run's [episode])"})
     use_cpu: bool | None = field(default=None, metadata={"help": "train on CPU (None: when no GPU is present)"})
     seed: int = field(default=0,
-        metadata={"help": "seed of the model's sampling (the group draws use the BatchSource's seed)"})
+        metadata={"help": "seed of the model's sampling, reseeded at each step from (seed, step) (the group draws "
+                          "use the BatchSource's seed)"})
     save_checkpoint: bool = field(default=True,
-        metadata={"help": "save the policy under output_dir after each train() call"})
+        metadata={"help": "save a checkpoint (output_dir/checkpoint-G: the policy, optimizer, schedule, RNG and "
+                          "step G) after each train() call; the next call, or a trainer given it as resume_from, "
+                          "continues it"})
     policy_name: str | None = field(default=None,
         metadata={"help": "policy id recorded with rollouts (default: the model folder's name)"})
+    resume_from: str = field(default="", metadata={
+        "help": "a checkpoint-G folder a trl-grpo train() saved: continue its optimization (weights, optimizer, "
+                "schedule, step) with model as the starting policy and KL reference; empty: start afresh"})
     trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further GRPOConfig fields, passed as is"})
 
     def __post_init__(self) -> None:
@@ -87,7 +103,12 @@ class TRLGRPOConfig:
             raise ValueError("use_vllm: whole episodes are played by the episode player with the model being "
                              "trained, batched in process; TRL's vLLM generation is not wired into it yet, so it "
                              "would load a vLLM engine that generates nothing (leave use_vllm unset)")
-        reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir"}
+        if self.trl_args.get("ds3_gather_for_generation") is False:
+            raise ValueError("ds3_gather_for_generation = false: every forward pass would then be a collective of "
+                             "all processes, which play different numbers of turns per step; the episodes are "
+                             "played with the weights gathered once per step")
+        reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir",
+                                         "ignore_data_skip", "save_strategy"}
         if reserved:
             raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args")
 
@@ -97,23 +118,31 @@ class TRLGRPOConfig:
 _RENAMED = r".*gradient_checkpointing.* is deprecated"
 
 
+def precision_settings(where: Any) -> dict[str, bool]:
+    """TRL's device and mixed-precision settings for a ``core.device.Placement``: the one choice of device and
+    dtype that the eval phase and local agents also follow."""
+    return {"use_cpu": where.device == "cpu", "bf16": where.dtype == "bfloat16", "fp16": where.dtype == "float16"}
+
+
 def grpo_args(config: TRLGRPOConfig) -> Any:
     """TRL's ``GRPOConfig`` for ``config``: the settings derived from it with its ``trl_args`` laid over them.
     Building it loads no model and writes nothing, so the run builds it before a round to check ``trl_args``."""
-    import torch
     from trl import GRPOConfig
 
-    use_cpu = config.use_cpu if config.use_cpu is not None else not torch.cuda.is_available()
+    from coevolve_engine.core.device import placement
+
+    precision = precision_settings(placement(config.use_cpu))
     k = config.num_generations
     settings: dict[str, Any] = dict(
-        use_cpu=use_cpu, bf16=not use_cpu, learning_rate=config.learning_rate, lr_scheduler_type="constant",
+        **precision, learning_rate=config.learning_rate, lr_scheduler_type="constant",
         beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
         gradient_accumulation_steps=1, max_completion_length=config.max_completion_length, seed=config.seed,
-        save_strategy="no", report_to="none", logging_steps=1, disable_tqdm=True,
+        # train() saves the checkpoint at its last step; a resumed train() draws by step, replaying no batch
+        save_strategy="no", ignore_data_skip=True, report_to="none", logging_steps=1, disable_tqdm=True,
     )
     settings.update(checked_trl_args(config.trl_args, GRPOConfig))
-    if use_cpu:
-        settings["bf16"] = False
+    if precision["use_cpu"]:
+        settings["bf16"] = settings["fp16"] = False
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
         return GRPOConfig(output_dir=config.output_dir, num_generations=k,
@@ -145,7 +174,7 @@ def _grpo_class():
                 mini_repeat_count=self.num_generations,
                 batch_size=self.args.generation_batch_size // self.num_generations,
                 repeat_count=self.num_iterations * self.args.steps_per_generation,
-                seed=self.owner.source.seed + self.owner.steps_done,
+                seed=self.owner.source.seed, first_draw=self.owner.steps_done,
             )
 
         def _generate_and_score_completions(self, inputs):
@@ -153,6 +182,20 @@ def _grpo_class():
             return super()._generate_and_score_completions(inputs)
 
     return CoevolveGRPOTrainer
+
+
+def _save_at_end():
+    """A callback that has transformers save its checkpoint (weights, optimizer, scheduler, RNG, state) at the
+    last step of a train() call, on every process (under ZeRO-3 saving is a collective)."""
+    from transformers import TrainerCallback
+
+    class SaveAtEnd(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= state.max_steps:
+                control.should_save = True
+            return control
+
+    return SaveAtEnd()
 
 
 class TRLGRPOTrainer(Trainer):
@@ -185,6 +228,8 @@ class TRLGRPOTrainer(Trainer):
             raise ValueError("no tasks to train on")
         self.config, self.environment, self.source, self.sink = config, environment, source, sink
         self.steps_done = start_step  # the first rollouts are at step start_step + 1
+        self._resume = config.resume_from or None  # the checkpoint the next train() continues
+        self._first_global = 0  # transformers' global step when the current train() call began
         self.groups = self.rollouts = 0
         self.policy_name = config.policy_name or Path(config.model).name
         specs = [{**task, "spec": task["spec"] if isinstance(task["spec"], dict) else json.loads(task["spec"])}
@@ -209,6 +254,8 @@ class TRLGRPOTrainer(Trainer):
         # transformers would print each step's metrics as a dict; the sink reports progress per group, and the
         # metrics stay in state.log_history
         self._grpo.remove_callback(PrinterCallback)
+        if config.save_checkpoint:
+            self._grpo.add_callback(_save_at_end())
 
     @classmethod
     def from_store(
@@ -234,7 +281,8 @@ class TRLGRPOTrainer(Trainer):
                    reward_funcs=reward_funcs, start_step=start_step)
 
     options_class = TRLGRPOConfig
-    run_sets = ("model", "output_dir", "seed", "policy_name", "save_checkpoint")
+    run_sets = ("model", "output_dir", "seed", "policy_name", "save_checkpoint", "resume_from")
+    carries_optimization = True
 
     @classmethod
     def check_config(cls, config: TRLGRPOConfig) -> None:
@@ -243,9 +291,12 @@ class TRLGRPOTrainer(Trainer):
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: TrainContext) -> "TRLGRPOTrainer":
         c = context
+        # continuing the run's optimization: built on its starting policy (the KL reference), the weights come
+        # from the checkpoint; else built on the round's starting policy
+        model = (c.reference_model or c.model) if c.resume_from else c.model
         config = options_config(TRLGRPOConfig, options, dict(
-            model=c.model, output_dir=c.output_dir, seed=c.seed, policy_name=c.policy_name, save_checkpoint=True),
-            "trainer trl-grpo", reserved=cls.run_sets)
+            model=model, output_dir=c.output_dir, seed=c.seed, policy_name=c.policy_name, save_checkpoint=True,
+            resume_from=c.resume_from), "trainer trl-grpo", reserved=cls.run_sets)
         return cls.from_store(c.store_path, config, c.environment, c.source, sink=c.sink, start_step=c.start_step,
                               wait=c.wait)
 
@@ -258,17 +309,20 @@ class TRLGRPOTrainer(Trainer):
             raise ValueError(f"steps must be >= 1, got {steps}")
         clock = Stopwatch()
         groups, rollouts, first = self.groups, self.rollouts, self.steps_done + 1
-        self._grpo.args.max_steps = steps
+        self._first_global = _global_step(self._resume)
+        self._grpo.args.max_steps = self._first_global + steps  # the optimization's step count, carried on
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
-            self._grpo.train()
+            self._grpo.train(resume_from_checkpoint=self._resume)
         if hasattr(self.sink, "flush"):
             self.sink.flush()  # the steps a sink kept to write together are in the store when training returns
         self.steps_done += steps
         checkpoint = None
-        if self.config.save_checkpoint and self._grpo.accelerator.is_main_process:
-            checkpoint = Path(self.config.output_dir) / f"step-{self.steps_done}"
-            self._grpo.save_model(str(checkpoint))
+        if self.config.save_checkpoint:
+            saved = Path(self.config.output_dir) / f"checkpoint-{self._grpo.state.global_step}"
+            self._resume = str(saved)  # a next train() call continues from it
+            if self._grpo.accelerator.is_main_process:
+                checkpoint = saved
         return TrainReport(steps=steps, first_step=first, groups=self.groups - groups,
                            rollouts=self.rollouts - rollouts, checkpoint=checkpoint, seconds=clock())
 
@@ -280,11 +334,22 @@ class TRLGRPOTrainer(Trainer):
 
         if len(self._rows) != len(prompts):
             raise RuntimeError(f"rollout_func got {len(prompts)} prompts for {len(self._rows)} rows")
+        import torch
+        from trl.models import unwrap_model_for_generation
+
+        from coevolve_engine.trainers.trl_grpo.sampler import draw_seed
+
         training = grpo.model.training
-        step = self.steps_done + grpo.state.global_step + 1
-        output, rollouts = play_episodes(
-            self.environment, self._rows, grpo.accelerator.unwrap_model(grpo.model), grpo.processing_class,
-            self.config, policy=f"{self.policy_name}@{step - 1}")
+        step = self.steps_done + grpo.state.global_step - self._first_global + 1
+        # the sampling state of step S is (seed, S, process): the same in one long run and in one split into
+        # rounds or resumed after a kill
+        torch.manual_seed(draw_seed(self.config.seed, step * 4096 + grpo.accelerator.process_index))
+        # TRL's way to generate with the trained model: under ZeRO-3 the weights are gathered here, once per
+        # step on every process; the episodes then take as many turns as they need on each process
+        with unwrap_model_for_generation(grpo.model_wrapped, grpo.accelerator,
+                                         gather_deepspeed3_params=grpo.args.ds3_gather_for_generation) as model:
+            output, rollouts = play_episodes(self.environment, self._rows, model, grpo.processing_class,
+                                             self.config, policy=f"{self.policy_name}@{step - 1}")
         if training:
             everything = gather_object(rollouts)
             if grpo.accelerator.is_main_process:
@@ -312,3 +377,17 @@ class TRLGRPOTrainer(Trainer):
                 self.sink.write_group(group, step=step, group_id=group_id)
         self.groups += len(groups)
         self.rollouts += sum(len(group) for _, group in groups)
+
+
+def _global_step(checkpoint: str | None) -> int:
+    """The optimizer steps a transformers checkpoint has done (its trainer_state.json); 0 for none."""
+    if not checkpoint:
+        return 0
+    state = Path(checkpoint) / "trainer_state.json"
+    if not state.exists():
+        from coevolve_engine.errors import CoevolveError
+
+        raise CoevolveError(f"resume_from: {checkpoint} is not a checkpoint a trl-grpo round saved (no "
+                            f"{state.name}); its optimization cannot be continued (trainer.optimization = \"round\" "
+                            "starts a fresh one from it)")
+    return int(json.loads(state.read_text(encoding="utf-8"))["global_step"])

@@ -1,0 +1,203 @@
+"""A run is one optimization: trl-grpo split into rounds (each a new trainer built from the last round's
+checkpoint, as `coevolve-engine run` builds them) trains exactly as one long trainer does.
+
+The tiny Qwen3 answers counter tasks (no tools) graded by the length of its first answer, so groups have mixed
+rewards from the first step and the parameters, the Adam moments and the KL term all move.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+import torch  # noqa: E402
+
+from coevolve_engine.core.environment import Score  # noqa: E402
+from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext  # noqa: E402
+from toy_env import CounterEnvironment, CounterEpisode, counter_task  # noqa: E402
+
+K = 2
+OPTIONS = {"num_generations": K, "groups_per_step": 2, "learning_rate": 1e-3, "beta": 0.04, "max_new_tokens": 8,
+           "max_completion_length": 64, "max_model_calls_per_turn": 1, "temperature": 1.0}
+
+
+class ShortAnswerEpisode(CounterEpisode):
+    """No tools and no system prompt: short sequences, so a step takes a fraction of a second."""
+
+    def system_prompt(self):
+        return None
+
+    def tools(self):
+        return []
+
+    def score(self) -> Score:
+        first = self.replies[0] if self.replies and self.replies[0] else ""
+        reward = 1.0 / (1.0 + len(first))
+        return Score(reward, reward > 0.5, f"first answer of {len(first)} characters")
+
+
+class ShortAnswerEnvironment(CounterEnvironment):
+    name = "counter"
+
+    def start(self, task_id, spec):
+        return ShortAnswerEpisode(task_id, spec)
+
+
+class Collected:
+    """A trajectory sink keeping the rollouts in memory."""
+
+    def __init__(self) -> None:
+        self.rollouts = []
+
+    def write_groups(self, groups, *, step):
+        for _, group in groups:
+            self.rollouts += [(step, r.task_id, tuple(r.actions), r.reward) for r in group]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: a tiny model's steps are several times faster so on a loaded 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def start(tmp_path_factory):
+    """A folder holding the starting policy and a store of three tasks."""
+    from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, qwen3_chat_template
+
+    folder = tmp_path_factory.mktemp("one-optimization")
+    tasks = [counter_task(f"counter/{i}", [f"Add {i} to the counter."], i) for i in range(1, 4)]
+    build_tiny_qwen3(folder / "policy", [qwen3_chat_template()] + [t["prompt"] for t in tasks] * 4,
+                     hidden_size=32, vocab_size=400)
+    with Store(folder / "store.duckdb") as store:
+        store.add_records("tasks", tasks)
+    return folder
+
+
+def train_round(folder: Path, out: str, steps: int, *, start_step: int = 0, model: str = "", resume_from: str = ""):
+    """One round's trainer as the run builds it (``TRAINERS.build`` with the run's context), trained ``steps``."""
+    policy = str(folder / "policy")
+    sink = Collected()
+    context = TrainContext(store_path=folder / "store.duckdb", env="counter",
+                           environment=ShortAnswerEnvironment(), seed=0,
+                           source=BatchSource({f"counter/{i}": 1.0 for i in range(1, 4)}, seed=0), sink=sink,
+                           model=model or policy, output_dir=str(folder / out), start_step=start_step,
+                           policy_name="tiny", resume_from=resume_from, reference_model=policy)
+    trainer = TRAINERS.build("trl-grpo", {**OPTIONS, "use_cpu": True}, context)
+    report = trainer.train(steps)
+    return trainer, report, sink.rollouts
+
+
+def optimizer_state(checkpoint: Path) -> dict:
+    return torch.load(checkpoint / "optimizer.pt", weights_only=True)["state"]
+
+
+def weights(checkpoint: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(checkpoint / "model.safetensors"))
+
+
+def assert_close(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], dict):
+            assert_close(a[key], b[key])
+        else:
+            torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-7, msg=f"{key} differs")
+
+
+@pytest.fixture(scope="module")
+def runs(start):
+    _, long, long_rollouts = train_round(start, "long", 10)
+    _, first, first_rollouts = train_round(start, "split-0", 5)
+    trainer, second, second_rollouts = train_round(start, "split-1", 5, start_step=5, model=str(first.checkpoint),
+                                                   resume_from=str(first.checkpoint))
+    return long, (first, second), long_rollouts, first_rollouts + second_rollouts, trainer
+
+
+def test_two_rounds_of_5_steps_end_where_one_round_of_10_does(runs, start):
+    long, (first, second), long_rollouts, split_rollouts, _ = runs
+    assert len({reward for *_, reward in long_rollouts}) > 1  # mixed rewards: GRPO had something to learn
+    assert_close(weights(second.checkpoint), weights(long.checkpoint))
+    assert_close(optimizer_state(second.checkpoint), optimizer_state(long.checkpoint))  # Adam's moments and steps
+    assert split_rollouts == long_rollouts  # the same draws and the same sampled episodes, step by step
+    assert (long.checkpoint.name, first.checkpoint.name, second.checkpoint.name) == (
+        "checkpoint-10", "checkpoint-5", "checkpoint-10")  # the optimizer's step count went on
+    assert not torch.equal(weights(long.checkpoint)["model.embed_tokens.weight"],
+                           weights(start / "policy")["model.embed_tokens.weight"])
+
+
+def test_the_kl_reference_stays_the_starting_policy_in_the_next_round(runs, start):
+    first = runs[1][0]
+    trainer = runs[4]
+    reference = weights(start / "policy")
+    for name, parameter in trainer._grpo.ref_model.named_parameters():
+        assert torch.equal(parameter.detach(), reference[name]), f"{name}: the reference is not the starting policy"
+    moved = weights(first.checkpoint)["model.embed_tokens.weight"]
+    assert not torch.equal(moved, reference["model.embed_tokens.weight"])  # round 1's start differs from it
+
+
+def test_a_fresh_optimization_each_round_ends_elsewhere(runs, start):
+    """trainer.optimization = "round": the second round starts from the checkpoint with new Adam moments and that
+    checkpoint as KL reference, and does not end where the long run does."""
+    long, (first, _), *_ = runs
+    _, fresh, _ = train_round(start, "fresh-1", 5, start_step=5, model=str(first.checkpoint))
+    assert not torch.allclose(weights(fresh.checkpoint)["model.embed_tokens.weight"],
+                              weights(long.checkpoint)["model.embed_tokens.weight"], rtol=1e-5, atol=1e-7)
+
+
+# -- the same from the outside: `coevolve-engine demo --quick` --------------------------------------------------
+
+#: nothing changes the data between rounds: no synthesis, uniform weights, no evaluation; a KL term
+STEADY = ["--set", "synthesis.synthesizer=none", "--set", "curriculum.strategy=uniform",
+          "--set", "curriculum.settings={}", "--set", "eval.every=0", "--set", "trainer.options.beta=0.04"]
+
+
+def demo(folder: Path, *args: str) -> None:
+    from click.testing import CliRunner
+
+    from coevolve_engine.cli import cli
+
+    result = CliRunner().invoke(cli, ["demo", "--quick", "--dir", str(folder), *args])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    """The quick demo as 1 round of 4 steps after its warm-up, and on a copy of its prepared folder as 2 rounds of
+    2 steps from that warm-up's checkpoint (both runs' starting policy and KL reference)."""
+    import shutil
+
+    from coevolve_engine.demo import QUICK, prepare
+
+    root = tmp_path_factory.mktemp("demo-split")
+    prepare(root / "long", QUICK, echo=lambda line: None)
+    shutil.copytree(root / "long", root / "split")
+    demo(root / "long", *STEADY, "--rounds", "1", "--set", "trainer.steps_per_round=4")
+    (warm,) = (root / "long" / "checkpoints" / "round-0" / "warmup").glob("step-*")
+    demo(root / "split", *STEADY, "--set", f"trainer.model={warm}", "--set", "warmup.steps=0")
+    return root, warm
+
+
+def test_the_quick_demo_as_2_rounds_of_2_steps_ends_where_1_round_of_4_does(demos):
+    root, warm = demos
+    split = weights(root / "split" / "checkpoints" / "round-1" / "checkpoint-4")
+    long = weights(root / "long" / "checkpoints" / "round-0" / "checkpoint-4")
+    largest = max(float(w.abs().max()) for w in long.values())
+    differences = {name: float((split[name] - long[name]).abs().max()) for name in long}
+    assert max(differences.values()) < 1e-5 * largest, differences
+    start = weights(warm)
+    assert any(not torch.equal(start[name], long[name]) for name in long)  # GRPO moved the policy
+    with Store(root / "split" / "demo.duckdb", read_only=True) as a, \
+            Store(root / "long" / "demo.duckdb", read_only=True) as b:
+        query = "SELECT step, group_id, reward, actions::VARCHAR FROM trajectories WHERE step > 0 ORDER BY ALL"
+        assert a.execute(query).fetchall() == b.execute(query).fetchall()
