@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.agents.base import MAX_STEPS
 from coevolve_engine.cli.options import SEED, create_option, db_option, endpoint_options, require_store, wait_option
 from coevolve_engine.cli.rollout import episode_options
 from coevolve_engine.errors import CoevolveError
@@ -36,8 +37,8 @@ goes on with the tasks it had not finished). Per task:
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --tasks subset.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
               help="Tasks played at once.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Environment steps per episode; exceeding them fails the task.")
+@click.option("--max-steps", type=click.IntRange(min=0), default=MAX_STEPS, show_default=True,
+              help="Environment steps per episode; exceeding them fails the task; 0: no cap (BFCL).")
 @episode_options
 @click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Tokens per model answer.")
