@@ -41,7 +41,8 @@ class ModelAgent(Agent):
 
 
 def evaluate_policy(checkpoint: str | Path | None, environment: Environment, tasks: Iterable[dict[str, Any]], *,
-                    max_new_tokens: int = 64, max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN, max_steps: int = MAX_STEPS,
+                    max_new_tokens: int = 64, max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN,
+                    max_steps: int = MAX_STEPS,
                     batch_size: int = 64, chat_template_kwargs: dict[str, Any] | None = None,
                     model: Any = None, tokenizer: Any = None) -> list[TaskResult]:
     """A ``TaskResult`` per task, in order, for the greedy policy of ``checkpoint``, every user turn played.
