@@ -130,15 +130,21 @@ class ChatTokens:
         tokens.add(self.after_answer(new, tools), sampled=False)
         tokens.rendered = len(messages)
 
-    def episode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> EpisodeTokens:
+    def episode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                turn_tools: list[list[dict[str, Any]]] | None = None) -> EpisodeTokens:
         """A whole written chat (system, first user message, then answers, tool results and later user messages) as
-        the player would show it, answers rendered by ``answer_ids``: SFT on exactly what training shows."""
+        the player would show it, answers rendered by ``answer_ids``: SFT on exactly what training shows.
+
+        turn_tools: the tools the episode shows at each user turn, when some are released at a later turn (they
+        are rendered at that turn, as in play); default ``tools`` at every turn."""
         first = next(i for i, message in enumerate(messages) if message.get("role") == "assistant")
         tokens = self.start(messages[:first], tools)
         for index in range(first, len(messages)):
             if messages[index].get("role") != "assistant":
                 continue
-            self.sync(tokens, messages[:index], tools)
+            turn = sum(message.get("role") == "user" for message in messages[:index])
+            shown = turn_tools[min(turn, len(turn_tools)) - 1] if turn_tools and turn else tools
+            self.sync(tokens, messages[:index], shown)
             tokens.add(self.answer_ids(messages[index]), sampled=True)
             tokens.rendered = index
         return tokens

@@ -122,3 +122,10 @@ def test_tools_released_later_reach_the_token_ids_from_their_turn(qwen3_tokenize
     written = "".join(answer + "<|im_end|>" for answer in _ground_truth_answers(spec, bfcl))
     assert qwen3_tokenizer.decode(sampled, skip_special_tokens=False) == written
     assert len(tokens.mask) == len(tokens.completion_ids) == len(tokens.logprobs)
+    # SFT renders the same episode, written, to the same ids and mask (the released tools at their turn included)
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+    from coevolve_engine.trainers.sft import _normalised, _opening
+
+    _, turn_tools = _opening(bfcl, task)
+    written = ChatTokens(qwen3_tokenizer).episode(_normalised(rollout.messages), turn_tools[0], turn_tools)
+    assert (written.ids, written.mask) == (tokens.ids, tokens.mask)
