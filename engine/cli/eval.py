@@ -57,8 +57,9 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
                  create: bool, db: Path, wait: float) -> None:
     """Evaluate a model on the store's held-out tasks, each a full episode, and print the accuracy per category.
 
-    Decoding is greedy (temperature 0), every user turn of a task is played, and an episode that needs more
-    than --max-steps environment steps fails, as in the paper's protocol. The environment scores each task
+    Decoding is greedy (temperature 0) and every user turn of a task is played as BFCL's own inference loop
+    plays it (a turn ends at an answer without tool calls or with one that does not decode; --max-steps, when
+    above 0, caps an episode's environment steps). The environment scores each task
     with the benchmark's own rules (BFCL: its multi-turn checker), and each result is stored in eval_results
     as soon as its task ends. A task cut short by a fault (server error, timeout) is not stored: the command
     then exits non-zero, and running it again plays only the tasks without a result.

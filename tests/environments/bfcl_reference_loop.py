@@ -241,7 +241,8 @@ def script_for(kind: str, truth: list[list[str]], order: dict[str, list[str]]) -
     script: Script = []
     for index, calls in enumerate(turns):
         if kind == "parallel_with_think" and calls:
-            answers = [(f"<think>\nturn {index}: all at once\n</think>\n\n", calls), ("<think>\nok\n</think>\n\nDone.", [])]
+            answers = [(f"<think>\nturn {index}: all at once\n</think>\n\n", calls),
+                       ("<think>\nok\n</think>\n\nDone.", [])]
         elif kind == "think_then_stop":
             answers = [(f"<think>\nturn {index}\n</think>\n\n", [call]) for call in calls] + \
                 [("<think>\nnothing left\n</think>\n\nAll done.", [])]

@@ -9,8 +9,9 @@ truth is not empty
 3. bfcl's ``response_checker`` requires every ground-truth result of the turn among the agent's results so far.
 
 The first failing turn decides the verdict, and is the score's ``failed_turn`` (1-based): exactly the first t
-at which bfcl's ``multi_turn_checker``, run on the episode's first t turns, refuses it. Turns whose ground truth is empty (miss_param, miss_func) are
-not checked, but the agent's calls in them still change the state that later turns are checked against.
+at which bfcl's ``multi_turn_checker``, run on the episode's first t turns, refuses it. Turns whose ground
+truth is empty (miss_param, miss_func) are not checked, but the agent's calls in them still change the state
+that later turns are checked against.
 
 One deliberate difference from the leaderboard's executor: a miss_func tool is refused until the turn that
 releases it, as the agent has not been shown it.
