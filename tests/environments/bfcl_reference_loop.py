@@ -232,11 +232,13 @@ def _wrong(call: tuple[str, str]) -> tuple[str, str]:
 
 SCRIPT_KINDS = ("one_call_per_answer", "parallel_with_think", "malformed_first", "malformed_mid_turn",
                 "wrong_argument_turn_1", "cap_hit", "cap_hit_last_turn", "think_then_stop",
-                "one_call_per_answer", "parallel_with_think")
+                "held_out_called_early", "parallel_with_think")
 
 
-def script_for(kind: str, truth: list[list[str]], order: dict[str, list[str]]) -> Script:
-    """Scripted answers of one kind for a task whose ground truth is ``truth``."""
+def script_for(kind: str, truth: list[list[str]], order: dict[str, list[str]],
+               held_out: dict[str, list[str]] | None = None) -> Script:
+    """Scripted answers of one kind for a task whose ground truth is ``truth`` (``held_out``: its miss_func
+    tools by the turn that releases them)."""
     turns = [[_call(text, order) for text in turn] for turn in truth]
     script: Script = []
     for index, calls in enumerate(turns):
@@ -258,6 +260,11 @@ def script_for(kind: str, truth: list[list[str]], order: dict[str, list[str]]) -
                                                         [turns[last][0], (turns[last][0][0], "{")]))
     elif kind == "wrong_argument_turn_1" and turns[first]:
         script[first][0] = (None, [_wrong(turns[first][0])])
+    elif kind == "held_out_called_early":  # a tool called before the turn that releases it (it runs in BFCL)
+        names = {name for names in (held_out or {}).values() for name in names}
+        early = next((call for calls in turns for call in calls if call[0] in names), None)
+        if early is not None:
+            script[0].insert(0, (None, [early]))
     elif kind in ("cap_hit", "cap_hit_last_turn") and turns[first]:
         at = last if kind == "cap_hit_last_turn" else first
         repeat = turns[at][-1]

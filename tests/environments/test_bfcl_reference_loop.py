@@ -5,7 +5,8 @@ turn at which bfcl's checker, run on the episode's first t turns, refuses it.
 
 The scripts (``bfcl_reference_loop.SCRIPT_KINDS``, one kind per task) include answers whose arguments are not
 JSON (the turn ends there), turns that hit the 21-answer cap (in a middle turn and in the last one), wrong
-arguments in the first turn, and answers that carry ``<think>`` blocks.
+arguments in the first turn, a miss_func tool called before the turn that releases it, and answers that carry
+``<think>`` blocks.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def test_player_plays_as_bfcls_own_loop(bfcl, category):
     for index, task in enumerate(tasks):
         spec = task["spec"]
         kind = SCRIPT_KINDS[index % len(SCRIPT_KINDS)]
-        script = script_for(kind, spec["ground_truth"], parameter_order(multi_turn_docs(spec)))
+        script = script_for(kind, spec["ground_truth"], parameter_order(multi_turn_docs(spec)),
+                            spec.get("missed_function"))
         theirs = bfcl_run(entries[spec["bfcl_id"]], spec["ground_truth"], script)
         ours, rollout = our_run(bfcl, task, script)
         for field in ("messages", "tools_per_query", "calls_per_turn", "valid", "failed_turn"):

@@ -13,8 +13,8 @@ at which bfcl's ``multi_turn_checker``, run on the episode's first t turns, refu
 truth is empty (miss_param, miss_func) are not checked, but the agent's calls in them still change the state
 that later turns are checked against.
 
-One deliberate difference from the leaderboard's executor: a miss_func tool is refused until the turn that
-releases it, as the agent has not been shown it.
+A miss_func tool is shown from the turn that releases it, but a call to it runs in any turn, as in BFCL's
+executor (every public method of the declared classes is callable there).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class MultiTurnEpisode(Episode):
             outcome = refusal("no turn in progress; call next_turn() first")
             return Observation(outcome.result, outcome.error)
         self._calls[-1].append(_describe(call))
-        outcome = self._api.call(call, allowed=self._available)
+        outcome = self._api.call(call)
         self._results.append(outcome.result)
         return Observation(outcome.result, outcome.error)
 
