@@ -10,6 +10,7 @@ plus a fourth one whose weight is 0, so its demonstrations must be left out.
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 
 import pytest
@@ -239,6 +240,7 @@ def test_sft_and_a_grpo_step_run_with_qwen3_thinking_off(bfcl, store_db, tmp_pat
 
     environment, _ = bfcl
     off = {"enable_thinking": False}
+    store_db = shutil.copy(store_db, tmp_path / "store.duckdb")  # a store of its own, GRPO writing after its steps
     rows = demonstrations(store_db, environment)
     policy = build_tiny_qwen3(tmp_path / "policy", demonstration_corpus(rows, vocab_size=600), hidden_size=32,
                               vocab_size=600)
@@ -259,5 +261,6 @@ def test_sft_and_a_grpo_step_run_with_qwen3_thinking_off(bfcl, store_db, tmp_pat
                            groups_per_step=1, beta=0.0, max_completion_length=64, max_new_tokens=8,
                            max_model_calls_per_turn=1, policy_name="off", chat_template_kwargs=off,
                            save_checkpoint=False)
-    grpo = TRAINERS.load("trl-grpo").from_store(store_db, config, environment, BatchSource(WEIGHTS, seed=0))
+    grpo = TRAINERS.load("trl-grpo").from_store(store_db, config, environment, BatchSource(WEIGHTS, seed=0),
+                                                start_step=100)
     assert grpo.train(1).rollouts == 2
