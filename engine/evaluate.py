@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from coevolve_engine.adapters.agents.base import Agent, EpisodeLimits
+from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, EpisodeLimits
 from coevolve_engine.core.environment import Environment
 from coevolve_engine.evaluations import TaskResult
 
@@ -41,7 +41,8 @@ class ModelAgent(Agent):
 
 
 def evaluate_policy(checkpoint: str | Path | None, environment: Environment, tasks: Iterable[dict[str, Any]], *,
-                    max_new_tokens: int = 64, max_model_calls_per_turn: int = 20, max_steps: int = 30,
+                    max_new_tokens: int = 64, max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN,
+                    max_steps: int = MAX_STEPS,
                     batch_size: int = 64, chat_template_kwargs: dict[str, Any] | None = None,
                     model: Any = None, tokenizer: Any = None) -> list[TaskResult]:
     """A ``TaskResult`` per task, in order, for the greedy policy of ``checkpoint``, every user turn played.

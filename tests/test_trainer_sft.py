@@ -10,6 +10,7 @@ plus a fourth one whose weight is 0, so its demonstrations must be left out.
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 
 import pytest
@@ -226,3 +227,40 @@ def test_config_explains_bad_settings():
 def test_registry_lists_sft():
     assert "sft" in TRAINERS.names()
     assert TRAINERS.load("sft").__name__ == "RFTTrainer"
+
+
+def test_sft_and_a_grpo_step_run_with_qwen3_thinking_off(bfcl, store_db, tmp_path):
+    """``chat_template_kwargs = {enable_thinking = false}`` (the paper recipe's suggestion for a Qwen3 policy): the
+    template opens every answer with an empty think block, which SFT's demonstrations then sit after exactly as a
+    sampled answer does; one SFT step and one trl-grpo step run."""
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+    from coevolve_engine.trainers.sft import RFTConfig, demonstrations
+    from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, demonstration_corpus
+    from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig
+
+    environment, _ = bfcl
+    off = {"enable_thinking": False}
+    store_db = shutil.copy(store_db, tmp_path / "store.duckdb")  # a store of its own, GRPO writing after its steps
+    rows = demonstrations(store_db, environment)
+    policy = build_tiny_qwen3(tmp_path / "policy", demonstration_corpus(rows, vocab_size=600), hidden_size=32,
+                              vocab_size=600)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*keep_end.* truncation mode is deprecated", category=FutureWarning)
+        sft = TRAINERS.load("sft").from_store(store_db, RFTConfig(
+            model=str(policy), output_dir=str(tmp_path / "sft"), steps=1, max_length=512, chat_template_kwargs=off,
+            trl_args={"truncation_mode": "keep_end"}), environment, BatchSource(WEIGHTS, seed=0))
+    tokenizer = sft._sft.processing_class
+    tokens = ChatTokens(tokenizer, off).episode(rows[0]["messages"], rows[0]["tools"])
+    text = tokenizer.decode(tokens.ids)
+    answers = [m for m in rows[0]["messages"] if m["role"] == "assistant"]
+    assert text.count("<|im_start|>assistant\n<think>\n\n</think>\n\n") == len(answers)
+    trained = tokenizer.decode([t for t, m in zip(tokens.completion_ids, tokens.mask) if m])
+    assert "<think>" not in trained and trained.count("<|im_end|>") == len(answers)
+    assert sft.train().steps == 1
+    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp_path / "grpo"), num_generations=2,
+                           groups_per_step=1, beta=0.0, max_completion_length=64, max_new_tokens=8,
+                           max_model_calls_per_turn=1, policy_name="off", chat_template_kwargs=off,
+                           save_checkpoint=False)
+    grpo = TRAINERS.load("trl-grpo").from_store(store_db, config, environment, BatchSource(WEIGHTS, seed=0),
+                                                start_step=100)
+    assert grpo.train(1).rollouts == 2

@@ -67,17 +67,19 @@ def _normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     return chat if any(m["role"] == "assistant" for m in chat) else None
 
 
-def _opening(environment: Any, task: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The messages an episode of the task opens with and the tools it shows then (what the player renders)."""
+def _opening(environment: Any, task: dict[str, Any]) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """The messages an episode of the task opens with, and the tools it shows at each user turn (the first
+    turn's are those the player renders in the prompt; BFCL's miss_func tools join at a later turn)."""
     from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
 
     episode = environment.start(task["task_id"], task["spec"])
+    turn_tools = []
     try:
-        episode.next_turn()
-        tools = episode.tools()
+        while episode.next_turn() is not None:
+            turn_tools.append(episode.tools())
     finally:
         episode.close()
-    return task_prompt(environment, task), tools
+    return task_prompt(environment, task), turn_tools
 
 
 def demonstrations(
@@ -88,7 +90,8 @@ def demonstrations(
     min_reward: float = 1.0,
     wait: float = DEFAULT_WAIT_SECONDS,
 ) -> list[dict[str, Any]]:
-    """Demonstrations (``task_id``, ``messages``: the whole chat, ``tools``: the episode's own) from the store's
+    """Demonstrations (``task_id``, ``messages``: the whole chat, ``tools``: the episode's own at its first turn,
+    ``turn_tools``: at each turn) from the store's
     trajectories of ``environment``'s tasks with reward >= ``min_reward`` and no fault, identical ones once. A
     trajectory that does not open as the player opens the task (another system prompt, another first message)
     is left out: it would teach a prompt training never shows.
@@ -117,7 +120,8 @@ def demonstrations(
     seen: set[str] = set()
     skipped = 0
     for task in sorted(tasks, key=lambda t: t["task_id"]):
-        opening, tools = _opening(environment, task)
+        opening, turn_tools = _opening(environment, task)
+        tools = turn_tools[0] if turn_tools else []
         for messages in by_task[task["task_id"]]:
             chat = _normalised(messages)
             if chat is None or chat[:len(opening)] != opening or chat[len(opening)]["role"] != "assistant":
@@ -126,7 +130,7 @@ def demonstrations(
             key = json.dumps([task["task_id"], chat], sort_keys=True)
             if key not in seen:
                 seen.add(key)
-                demos.append({"task_id": task["task_id"], "messages": chat, "tools": tools})
+                demos.append({"task_id": task["task_id"], "messages": chat, "tools": tools, "turn_tools": turn_tools})
     if skipped:
         logger.warning("left out %d successful trajectories in %s that do not open as the episode player opens "
                        "their task, or whose tool calls cannot be read", skipped, db)
@@ -208,7 +212,7 @@ def _dataset(rows: list[dict[str, Any]], tokenizer: Any, chat_template_kwargs: d
     chat = ChatTokens(tokenizer, chat_template_kwargs)
     records = []
     for row in rows:
-        tokens = chat.episode(row["messages"], row["tools"])
+        tokens = chat.episode(row["messages"], row["tools"], row.get("turn_tools"))
         records.append({"input_ids": tokens.ids, "completion_mask": [0] * len(tokens.prompt_ids) + tokens.mask})
     return Dataset.from_list(records)
 

@@ -28,18 +28,29 @@ class AgentFault(RuntimeError):
     """A model call that produced no usable answer (server error, timeout, malformed response)."""
 
 
+#: BFCL's turn cap: its inference loop counts the answers with tool calls in a turn and quits the episode once the
+#: count exceeds ``MAXIMUM_STEP_LIMIT`` (20), i.e. after the 21st; the turn's answer without tool calls is not
+#: counted. The player's ``max_model_calls_per_turn`` counts every answer, and only a tool-calling answer can be
+#: followed by another, so BFCL's rule is ``max_model_calls_per_turn = 21``.
+MAX_MODEL_CALLS_PER_TURN = 21
+#: No cap on the tool calls of a whole episode (0), as in BFCL's loop: two long_context ground truths make 35
+#: calls, so any cap below that would fail tasks that BFCL scores as solvable.
+MAX_STEPS = 0
+
+
 @dataclass(frozen=True)
 class EpisodeLimits:
     """Bounds on one episode; exceeding either ends the rollout as a failure."""
 
-    max_steps: int = field(default=30, metadata={
-        "help": "environment steps (tool calls executed) per episode; one more fails the task (the paper: 30)"})
-    max_model_calls_per_turn: int = field(default=20, metadata={
-        "help": "model answers within one user turn; a turn not ended by then fails the task (BFCL's inference: 20)"})
+    max_steps: int = field(default=MAX_STEPS, metadata={
+        "help": "environment steps (tool calls executed) per episode; one more fails the task; 0: no cap (BFCL)"})
+    max_model_calls_per_turn: int = field(default=MAX_MODEL_CALLS_PER_TURN, metadata={
+        "help": "model answers within one user turn; a turn not ended by then fails the task (BFCL's inference: 21, "
+                "its 'count > 20')"})
 
     def __post_init__(self) -> None:
         if self.max_steps < 0:
-            raise ValueError(f"max_steps must be >= 0, got {self.max_steps}")
+            raise ValueError(f"max_steps must be >= 0 (0: no cap), got {self.max_steps}")
         if self.max_model_calls_per_turn < 1:
             raise ValueError(
                 f"max_model_calls_per_turn must be >= 1 (the model must answer each turn at least once), "
@@ -73,8 +84,8 @@ class AgentOptions:
     max_tokens: int = 1024  # tokens per answer
     timeout: float = 60.0  # seconds to wait for one answer from a server
     retries: int = 2  # retries of a call that failed with a retryable error
-    max_steps: int = 30  # environment steps per episode
-    max_model_calls_per_turn: int = 20
+    max_steps: int = MAX_STEPS  # environment steps per episode; 0: no cap
+    max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN
     chat_template_kwargs: dict | None = None  # local models: template variables; servers: extra_body
     policy: str | None = None  # the policy id recorded with each rollout (default: the model)
 

@@ -6,12 +6,19 @@ template puts after an answer (tool results, the next user message, the next gen
 re-tokenized from joined text, so the ids trained are the ids sampled, and a ``mask`` tells the policy's own
 tokens (1) from the environment's (0).
 
+Tools released at a later turn (BFCL's miss_func) cannot go back into the prompt without rewriting ids already
+sampled, so they come where BFCL's prompting loop puts them for a local model (``inference_multi_turn_prompting``,
+the loop of its Qwen handlers): in front of that turn's user message, one JSON schema a line, as the template
+renders the opening tools (``released_tools_message``). The prompt keeps the tools shown at the first turn; the
+ids stay one record, appended to and never rewritten.
+
 SFT demonstrations are built by the same code (``answer_ids`` renders a written assistant message as the
 tokens a policy would have sampled for it), so they are byte-identical to what the player shows in training.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +35,7 @@ class EpisodeTokens:
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     rendered: int = 0  # messages of the chat already in the ids
+    tool_names: list[str] = field(default_factory=list)  # the tools the ids have shown so far
 
     def add(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
         self.completion_ids += ids
@@ -37,6 +45,18 @@ class EpisodeTokens:
     @property
     def ids(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
+
+
+def tool_name(tool: dict[str, Any]) -> Any:
+    return (tool.get("function") or {}).get("name", tool.get("name"))
+
+
+def released_tools_message(message: dict[str, Any], released: list[dict[str, Any]]) -> dict[str, Any]:
+    """The user message of the turn that releases ``released``, as a token-level policy reads it: the new
+    tools' schemas first (one JSON object a line, as the chat template writes the opening tools), then the
+    message (BFCL's prompting loop: ``{functions}\n`` + its "I have updated some more functions..." prompt)."""
+    schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in released)
+    return {**message, "content": f"{schemas}\n{message.get('content') or ''}"}
 
 
 class ChatTokens:
@@ -65,6 +85,7 @@ class ChatTokens:
         """An episode's ids at its first answer: the chat so far with the generation prompt."""
         tokens = EpisodeTokens(self.encode(self.render(messages, tools, generation_prompt=True)))
         tokens.rendered = len(messages)
+        tokens.tool_names = [tool_name(tool) for tool in tools or []]
         return tokens
 
     def after_answer(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -77,9 +98,16 @@ class ChatTokens:
 
     def answer_ids(self, message: dict[str, Any]) -> list[int]:
         """The ids of a written assistant message as a policy samples them after the generation prompt, end-of-turn
-        token included (for demonstrations)."""
+        token included (for demonstrations).
+
+        The message is rendered followed by a user message, as it sits in a chat; where the template writes the
+        generation prompt differently (Qwen3 with ``enable_thinking=false`` opens every answer with an empty
+        think block, which it drops from answers before the last user message), it is rendered as the chat's
+        last message instead, where the template writes an answer as it follows the generation prompt."""
         before = self.render([_USER], None, generation_prompt=True)
         full = self.render([_USER, message, _USER], None, generation_prompt=False)
+        if not full.startswith(before):
+            full = self.render([_USER, message], None, generation_prompt=False)
         if not full.startswith(before):
             raise ValueError("the chat template renders an assistant message differently from what follows its "
                              "generation prompt (e.g. a thinking block), so a demonstration cannot be shown as the "
@@ -94,18 +122,29 @@ class ChatTokens:
             return
         if not tokens.completion_ids or tokens.completion_ids[-1] != self.eos_id:
             tokens.add([self.eos_id], sampled=False)  # the answer was cut off: close it as the template would
+        released = [tool for tool in tools or [] if tool_name(tool) not in tokens.tool_names]
+        users = [i for i, message in enumerate(new) if message.get("role") == "user"]
+        if released and users:  # shown once, with the first user message after their release
+            new = [*new[:users[0]], released_tools_message(new[users[0]], released), *new[users[0] + 1:]]
+            tokens.tool_names += [tool_name(tool) for tool in released]
         tokens.add(self.after_answer(new, tools), sampled=False)
         tokens.rendered = len(messages)
 
-    def episode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> EpisodeTokens:
+    def episode(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                turn_tools: list[list[dict[str, Any]]] | None = None) -> EpisodeTokens:
         """A whole written chat (system, first user message, then answers, tool results and later user messages) as
-        the player would show it, answers rendered by ``answer_ids``: SFT on exactly what training shows."""
+        the player would show it, answers rendered by ``answer_ids``: SFT on exactly what training shows.
+
+        turn_tools: the tools the episode shows at each user turn, when some are released at a later turn (they
+        are rendered at that turn, as in play); default ``tools`` at every turn."""
         first = next(i for i, message in enumerate(messages) if message.get("role") == "assistant")
         tokens = self.start(messages[:first], tools)
         for index in range(first, len(messages)):
             if messages[index].get("role") != "assistant":
                 continue
-            self.sync(tokens, messages[:index], tools)
+            turn = sum(message.get("role") == "user" for message in messages[:index])
+            shown = turn_tools[min(turn, len(turn_tools)) - 1] if turn_tools and turn else tools
+            self.sync(tokens, messages[:index], shown)
             tokens.add(self.answer_ids(messages[index]), sampled=True)
             tokens.rendered = index
         return tokens

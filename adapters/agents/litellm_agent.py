@@ -21,7 +21,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
+from .base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -192,8 +192,8 @@ class LiteLLMAgent(Agent):
         timeout: float = 60.0,
         num_retries: int = 2,
         retry_backoff_s: float = 1.0,
-        max_steps: int = 30,
-        max_model_calls_per_turn: int = 20,
+        max_steps: int = MAX_STEPS,
+        max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN,
         system_prompt: str | None = None,
         policy: str | None = None,
         cost_per_token: tuple[float, float] | None = None,

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
+from .base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.registry import PluginContext
@@ -56,8 +56,8 @@ class LocalAgent(Agent):
         torch_dtype: str | None = None,
         seed: int | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
-        max_steps: int = 30,
-        max_model_calls_per_turn: int = 20,
+        max_steps: int = MAX_STEPS,
+        max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN,
         system_prompt: str | None = None,
         policy: str | None = None,
     ) -> None:

@@ -12,22 +12,29 @@ transformers model answers a batch of episodes with one ``generate``, the traine
     play_all(plays, agent)                 # one respond() per round of model calls, across every open episode
     rollouts = [play.finish() for play in plays]
 
-Rules, in one place (as BFCL's own multi-turn inference plays a task):
+Rules, in one place (as BFCL's own multi-turn inference loop plays a task, ``inference_multi_turn_FC`` in
+``bfcl_eval/model_handler/base_handler.py``; the reference test plays both side by side):
 
 - For each user turn the model is asked again and again; an answer with tool calls runs them and asks again, an
   answer without tool calls ends the turn (its text is the turn's reply) and the next user message follows.
-- ``limits.max_model_calls_per_turn`` answers are allowed in a turn (BFCL: 20); a turn that has not ended by
-  then fails the task (stop "max_model_calls", reward 0).
-- An environment step is one tool call executed; ``limits.max_steps`` are allowed per episode (the paper: 30);
-  a call beyond them fails the task (stop "max_steps", reward 0) before it runs.
+- An answer with a tool call that cannot be parsed (arguments that are not a JSON object, no function name) also
+  ends the turn, as BFCL's decode failure does: none of its calls runs, no error is fed back, and the next user
+  message follows. Each such call counts in ``tool_errors``.
+- ``limits.max_model_calls_per_turn`` answers are allowed in a turn (BFCL: 21, its ``count > 20``); when the
+  last one allowed calls tools, they run and the episode ends there (stop "max_model_calls"): a failure, unless
+  that was the episode's last turn, which the environment then scores as played (BFCL's checker sees every
+  turn of such an episode and scores it).
+- An environment step is one tool call executed; ``limits.max_steps`` are allowed per episode (0, the default:
+  no cap, as in BFCL); a call beyond them fails the task (stop "max_steps", reward 0) before it runs.
 - A policy may stop an episode itself (``Play.stop``): e.g. the trainer's token budget ran out (stop
   "max_tokens", reward 0).
-- A tool call that cannot be parsed is not executed and is not an action: the model reads a tool message
-  starting with "Error:" and the turn goes on. It counts in ``tool_errors`` and in the turn's answers.
 - A fault (``AgentFault`` from the model, an exception from the environment) ends the rollout with ``error``
   naming what failed and where; reward 0, stop "error".
 - ``Rollout.turns`` is how many user turns were reached; ``Rollout.failed_turn`` the turn where the episode
   first failed (the environment's ``Score.failed_turn``, or the turn a limit or fault stopped it), None on success.
+- ``Play.tools`` are the tools the episode shows at the current turn (BFCL's miss_func functions join at the
+  turn that releases them): a served model gets them with every request, as BFCL's FC loop sends them; a
+  token-level policy reads the newly released ones in that turn's user message (``chat_tokens``).
 """
 
 from __future__ import annotations
@@ -61,10 +68,11 @@ def tool_message(call: "ParsedCall", call_id: str, content: str) -> dict[str, An
 
 
 def render_observation(observation: Observation) -> str:
-    """What the model reads back from a call: the content, or "Error: ..." when the call failed."""
-    if observation.error is None:
+    """What the model reads back from a call: the content as the environment wrote it (BFCL's executor result,
+    errors included, exactly as its loop feeds it back), or "Error: ..." for a failure that has no content."""
+    if observation.content or observation.error is None:
         return observation.content
-    return f"Error: {observation.error}" + (f"\n{observation.content}" if observation.content else "")
+    return f"Error: {observation.error}"
 
 
 def _call_ids(reply: ModelReply, model_call: int) -> list[str]:
@@ -158,12 +166,7 @@ class Play:
     def _next_turn(self) -> None:
         user = self._env("next_turn()", self.episode.next_turn)
         if user is None:
-            score = self._env("score()", self.episode.score)
-            rollout = self.rollout
-            rollout.reward, rollout.success, rollout.reason = float(score.reward), bool(score.success), score.reason
-            rollout.failed_turn = None if score.success else (score.failed_turn or self.turn or None)
-            rollout.stop = STOP_DONE
-            self._close()
+            self._score()
             return
         self.turn += 1
         self.rollout.turns = self.turn
@@ -171,22 +174,29 @@ class Play:
         self.messages.append({"role": "user", "content": user})
         self.tools = self._env("tools()", self.episode.tools)
 
+    def _score(self, stop: str = STOP_DONE, prefix: str = "") -> None:
+        score = self._env("score()", self.episode.score)
+        rollout = self.rollout
+        rollout.reward, rollout.success = float(score.reward), bool(score.success)
+        rollout.reason = prefix + score.reason
+        rollout.failed_turn = None if score.success else (score.failed_turn or self.turn or None)
+        rollout.stop = stop
+        self._close()
+
     def _answer(self, reply: ModelReply) -> None:
         rollout = self.rollout
         rollout.usage.add(reply.prompt_tokens, reply.completion_tokens, reply.cost, reply.latency_s, reply.retries)
         self.answers_this_turn += 1
         call_ids = _call_ids(reply, rollout.usage.llm_calls)
         self.messages.append(assistant_message(reply, call_ids))
-        if not reply.calls:
+        malformed = sum(call.error is not None or call.arguments is None for call in reply.calls)
+        if not reply.calls or malformed:  # no calls, or calls that do not decode: the turn is over
+            rollout.tool_errors += malformed
             self._env("end_turn()", self.episode.end_turn, reply.content)
             self._next_turn()
             return
         for call, call_id in zip(reply.calls, call_ids):
-            if call.error is not None or call.arguments is None:
-                rollout.tool_errors += 1
-                self.messages.append(tool_message(call, call_id, f"Error: {call.error}"))
-                continue
-            if rollout.env_steps >= self.limits.max_steps:
+            if self.limits.max_steps and rollout.env_steps >= self.limits.max_steps:
                 raise _Stop(STOP_MAX_STEPS, f"exceeded max_steps={self.limits.max_steps} environment steps")
             rollout.env_steps += 1
             observation = self._env(f"execute({call.name!r})", self.episode.execute,
@@ -196,8 +206,12 @@ class Play:
                 rollout.tool_errors += 1
             self.messages.append(tool_message(call, call_id, render_observation(observation)))
         if self.answers_this_turn >= self.limits.max_model_calls_per_turn:
-            raise _Stop(STOP_MAX_MODEL_CALLS, f"turn {self.turn} needed more than max_model_calls_per_turn="
-                                              f"{self.limits.max_model_calls_per_turn} model calls")
+            reason = (f"turn {self.turn} needed more than max_model_calls_per_turn="
+                      f"{self.limits.max_model_calls_per_turn} model calls")
+            self._env("end_turn()", self.episode.end_turn, None)
+            if self._env("next_turn()", self.episode.next_turn) is not None:
+                raise _Stop(STOP_MAX_MODEL_CALLS, reason)
+            self._score(STOP_MAX_MODEL_CALLS, f"{reason} in the last turn, scored as played: ")
 
     def _end(self, stop: _Stop) -> None:
         rollout = self.rollout

@@ -21,7 +21,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
+from .base import MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from coevolve_engine.core.rollout import STOP_ERROR, Rollout
 from ..calls import ParsedCall
 
@@ -73,7 +73,7 @@ class ReferenceAgent(Agent):
     policy: the name recorded on trajectories.
     """
 
-    def __init__(self, *, reply: str = DEFAULT_REPLY, parallel: bool = False, max_steps: int = 30,
+    def __init__(self, *, reply: str = DEFAULT_REPLY, parallel: bool = False, max_steps: int = MAX_STEPS,
                  policy: str | None = None) -> None:
         self.reply = reply
         self.parallel = parallel

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.agents.base import MAX_STEPS
 from coevolve_engine.cli.options import SEED, create_option, db_option, endpoint_options, require_store, wait_option
 from coevolve_engine.cli.rollout import episode_options
 from coevolve_engine.errors import CoevolveError
@@ -36,8 +37,8 @@ goes on with the tasks it had not finished). Per task:
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --tasks subset.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
               help="Tasks played at once.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Environment steps per episode; exceeding them fails the task.")
+@click.option("--max-steps", type=click.IntRange(min=0), default=MAX_STEPS, show_default=True,
+              help="Environment steps per episode; exceeding them fails the task; 0: no cap (BFCL).")
 @episode_options
 @click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Tokens per model answer.")
@@ -56,8 +57,9 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
                  create: bool, db: Path, wait: float) -> None:
     """Evaluate a model on the store's held-out tasks, each a full episode, and print the accuracy per category.
 
-    Decoding is greedy (temperature 0), every user turn of a task is played, and an episode that needs more
-    than --max-steps environment steps fails, as in the paper's protocol. The environment scores each task
+    Decoding is greedy (temperature 0) and every user turn of a task is played as BFCL's own inference loop
+    plays it (a turn ends at an answer without tool calls or with one that does not decode; --max-steps, when
+    above 0, caps an episode's environment steps). The environment scores each task
     with the benchmark's own rules (BFCL: its multi-turn checker), and each result is stored in eval_results
     as soon as its task ends. A task cut short by a fault (server error, timeout) is not stored: the command
     then exits non-zero, and running it again plays only the tasks without a result.

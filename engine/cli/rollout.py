@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
 from coevolve_engine.cli.options import SEED, STEP, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
 
@@ -45,8 +46,9 @@ def episode_options(command):
         help='Extra chat template variables for a local model, or extra_body for a server, e.g. '
              '\'{"enable_thinking": false}\'.')(command)
     return click.option(
-        "--max-model-calls-per-turn", type=click.IntRange(min=1), default=20, show_default=True,
-        help="Model answers per user turn; a turn not ended by then fails the task (BFCL's inference: 20).")(command)
+        "--max-model-calls-per-turn", type=click.IntRange(min=1), default=MAX_MODEL_CALLS_PER_TURN, show_default=True,
+        help="Model answers per user turn; a turn not ended by then fails the task (BFCL's inference: 21, its "
+             "'count > 20').")(command)
 
 
 @click.command(epilog="""\b
@@ -75,8 +77,8 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
               help="Sampling temperature (the paper rolls out at 0.9 and evaluates at 0).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Tokens per model answer.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Environment steps per episode; exceeding them fails the rollout.")
+@click.option("--max-steps", type=click.IntRange(min=0), default=MAX_STEPS, show_default=True,
+              help="Environment steps per episode; exceeding them fails the rollout; 0: no cap (BFCL).")
 @episode_options
 @click.option("--policy", default=None, help="Checkpoint id recorded on each trajectory (default: the model).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")

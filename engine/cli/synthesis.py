@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.agents.base import MAX_STEPS
 from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
@@ -145,7 +146,7 @@ def validate(round_: int | None, novelty_threshold: float, contamination_thresho
         from coevolve_engine.cli.rollout import make_agent
 
         agent = make_agent(agent_model, api_base=api_base, api_key=api_key, temperature=0.9, max_tokens=1024,
-                           timeout=timeout, retries=retries, max_steps=30, policy=None)
+                           timeout=timeout, retries=retries, max_steps=MAX_STEPS, policy=None)
     judge = None
     if judge_model is not None:
         from coevolve_engine.llm import LLMClient

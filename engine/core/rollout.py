@@ -12,7 +12,8 @@ from typing import Any
 # Why a rollout stopped.
 STOP_DONE = "done"  # every user turn was answered; the reward is the environment's score
 STOP_MAX_STEPS = "max_steps"  # the agent asked for more environment steps than allowed: a failure
-STOP_MAX_MODEL_CALLS = "max_model_calls"  # one turn took more model calls than allowed: a failure
+STOP_MAX_MODEL_CALLS = "max_model_calls"  # one turn took more model calls than allowed: a failure, unless it was
+#                                           the last turn (scored as played, as BFCL's checker scores it)
 STOP_MAX_TOKENS = "max_tokens"  # the trainer's token budget for the episode ran out: a failure
 STOP_ERROR = "error"  # a fault (model server, parsing the response, the environment) ended it: see ``error``
 STOPS = (STOP_DONE, STOP_MAX_STEPS, STOP_MAX_MODEL_CALLS, STOP_MAX_TOKENS, STOP_ERROR)

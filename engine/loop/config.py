@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
 from coevolve_engine.core.settings import setting
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
@@ -152,11 +153,12 @@ class EvalConfig:
 class EpisodeConfig:
     """How every episode is played, the same in training, evaluation and validation (the episode player)."""
 
-    max_steps: int = setting(30, "Environment steps (tool calls executed) per episode; one more fails the task "
-                                 "(the paper: 30).")
-    max_model_calls_per_turn: int = setting(20, "Model answers per user turn; a turn the policy has not ended "
-                                                "(with an answer that calls no tool) by then fails the task "
-                                                "(BFCL's inference: 20).")
+    max_steps: int = setting(MAX_STEPS, "Environment steps (tool calls executed) per episode; one more fails the "
+                                        "task; 0: no cap (BFCL's inference has none).")
+    max_model_calls_per_turn: int = setting(MAX_MODEL_CALLS_PER_TURN,
+                                            "Model answers per user turn; a turn the policy has not ended (with an "
+                                            "answer that calls no tool) by then fails the task (BFCL's inference: "
+                                            "21, its 'count > 20').")
     max_new_tokens: int = setting(256, "Tokens the policy may write per answer (training and evaluation).")
     chat_template_kwargs: dict = setting({}, "Extra chat template variables for the trainer, the eval phase and "
                                              "local agents, e.g. {enable_thinking = false} for Qwen3.")

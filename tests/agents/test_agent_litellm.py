@@ -134,27 +134,27 @@ def test_plain_text_when_tools_were_expected_ends_the_turn_and_is_scored_not_an_
     assert rollout.actions == [] and rollout.usage.llm_calls == 1
 
 
-def test_bad_tool_call_json_is_answered_with_an_error_and_the_rollout_goes_on(scripted_server):
-    scripted_server.play([bad_arguments("add", '{"amount": 2'), tool_calls(("add", {"amount": 2})), text("done")])
-    rollout = run(make_agent(scripted_server), ONE_TURN)
-    assert rollout.success and rollout.error is None
-    assert rollout.tool_errors == 1 and rollout.env_steps == 1
-    assert rollout.actions == [{"name": "add", "arguments": {"amount": 2}}]  # the unparsable call never ran
-    bad_call, answer = rollout.messages[2], rollout.messages[3]
+def test_bad_tool_call_json_ends_the_turn_without_an_error_fed_back(scripted_server):
+    # BFCL's loop: the answer does not decode, so the turn is over; no call runs, nothing answers it
+    scripted_server.play([bad_arguments("add", '{"amount": 2'), tool_calls(("add", {"amount": 3})), text("done")])
+    rollout = run(make_agent(scripted_server), TWO_TURNS)
+    assert rollout.error is None and rollout.stop == "done" and not rollout.success
+    assert rollout.tool_errors == 1 and rollout.env_steps == 1 and rollout.usage.llm_calls == 3
+    assert rollout.actions == [{"name": "add", "arguments": {"amount": 3}}]  # the unparsable call never ran
+    bad_call, next_user = rollout.messages[2], rollout.messages[3]
     assert bad_call["tool_calls"][0]["function"]["arguments"] == '{"amount": 2'  # recorded as the model wrote it
-    assert answer["role"] == "tool" and answer["tool_call_id"] == bad_call["tool_calls"][0]["id"]
-    assert answer["content"].startswith("Error: arguments are not valid JSON")
-    # on the wire the broken arguments are "{}" (vLLM json-decodes them); the error message still quotes them
-    wired = scripted_server.requests[1]["messages"][2]
-    assert wired["tool_calls"][0]["function"]["arguments"] == "{}"
-    assert '{"amount": 2' in scripted_server.requests[1]["messages"][3]["content"]
+    assert next_user == {"role": "user", "content": "Now add 3."}
+    # the second request is already turn 2's; on the wire the broken arguments are "{}" (vLLM json-decodes them)
+    wired = scripted_server.requests[1]["messages"]
+    assert [m["role"] for m in wired] == ["system", "user", "assistant", "user"]
+    assert wired[2]["tool_calls"][0]["function"]["arguments"] == "{}"
 
 
-def test_arguments_that_are_not_an_object_are_an_error_observation(scripted_server):
+def test_arguments_that_are_not_an_object_end_the_turn(scripted_server):
     scripted_server.play([tool_calls(("add", "[2]")), text("done")])
     rollout = run(make_agent(scripted_server), ONE_TURN)
     assert not rollout.success and rollout.error is None and rollout.tool_errors == 1
-    assert "must be a JSON object" in rollout.messages[3]["content"]
+    assert rollout.usage.llm_calls == 1 and rollout.messages[-1]["role"] == "assistant"
 
 
 def test_a_call_the_environment_refuses_is_an_action_with_an_error_observation(scripted_server):
@@ -217,11 +217,19 @@ def test_more_environment_steps_than_allowed_is_a_failure(scripted_server):
 
 
 def test_more_model_calls_in_a_turn_than_allowed_is_a_failure(scripted_server):
-    scripted_server.respond_with(lambda request: bad_arguments("add"))
-    rollout = run(make_agent(scripted_server, max_model_calls_per_turn=3), ONE_TURN)
+    scripted_server.respond_with(lambda request: tool_calls(("add", {"amount": 1})))
+    rollout = run(make_agent(scripted_server, max_model_calls_per_turn=3), TWO_TURNS)
     assert rollout.stop == "max_model_calls" and rollout.error is None and rollout.reward == 0.0
-    assert "max_model_calls_per_turn=3" in rollout.reason
-    assert rollout.usage.llm_calls == 3 and rollout.env_steps == 0 and rollout.tool_errors == 3
+    assert rollout.reason == "turn 1 needed more than max_model_calls_per_turn=3 model calls"
+    assert rollout.usage.llm_calls == 3 and rollout.env_steps == 3 and rollout.failed_turn == 1
+
+
+def test_bfcls_turn_cap_is_21_answers_with_tool_calls(scripted_server):
+    # BFCL quits once more than 20 tool-calling answers came in a turn: the 21st runs, a 22nd is never asked
+    scripted_server.respond_with(lambda request: tool_calls(("add", {"amount": 1})))
+    rollout = run(make_agent(scripted_server), TWO_TURNS)
+    assert rollout.stop == "max_model_calls" and rollout.usage.llm_calls == 21 and rollout.env_steps == 21
+    assert rollout.turns == 1 and rollout.failed_turn == 1
 
 
 def test_an_environment_that_raises_in_execute_ends_only_that_rollout(scripted_server):
@@ -273,12 +281,12 @@ def test_bad_configuration_is_refused_with_a_message():
         LiteLLMAgent("openai/x", max_model_calls_per_turn=0)
 
 
-def test_a_garbled_text_tool_call_is_answered_with_an_error_and_sent_back_well_formed(scripted_server):
-    scripted_server.play([text("<tool_call>add(amount=2)</tool_call>"), tool_calls(("add", {"amount": 2})), text("ok")])
-    rollout = run(make_agent(scripted_server), ONE_TURN)
+def test_a_garbled_text_tool_call_ends_the_turn_and_is_sent_back_well_formed(scripted_server):
+    scripted_server.play([text("<tool_call>add(amount=2)</tool_call>"), tool_calls(("add", {"amount": 5})), text("ok")])
+    rollout = run(make_agent(scripted_server), TWO_TURNS)
     assert rollout.success and rollout.tool_errors == 1
     recorded = rollout.messages[2]["tool_calls"][0]["function"]
     assert recorded == {"name": "", "arguments": "add(amount=2)"}  # what the model wrote, never evaluated
-    assert rollout.messages[3]["content"].startswith("Error: <tool_call> is not valid JSON")
+    assert rollout.messages[3] == {"role": "user", "content": "Now add 3."}  # no error fed back: turn 2 follows
     wired = scripted_server.requests[1]["messages"][2]["tool_calls"][0]["function"]
     assert wired == {"name": "unnamed_tool_call", "arguments": "{}"}

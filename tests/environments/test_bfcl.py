@@ -164,9 +164,12 @@ def test_miss_func_holds_a_tool_out_until_its_turn(bfcl, tasks):
     for turn in range(3):
         assert episode.next_turn()
         assert "sort" not in tool_names(episode)
-        refused = episode.execute(ToolCall("sort", {"file_name": "final_report.pdf"}))
-        assert refused.error == "tool 'sort' is not available in this turn"
         episode.end_turn(None)
+    # a model that calls it before its turn is not refused: BFCL's executor runs every public method
+    early = bfcl.start("t", spec)
+    early.next_turn()
+    ran = early.execute(ToolCall("sort", {"file_name": "final_report.pdf"}))
+    assert "not available" not in ran.content
     assert episode.next_turn() == "I have updated some more functions you can choose from. What about now?"
     assert tool_names(episode)[-1] == "sort"
 

