@@ -302,9 +302,10 @@ def test_the_player_opens_every_calc_task_with_its_prompt_and_the_environments_t
     from coevolve_engine.trainers.sft import _opening
 
     for task in seed_tasks[:5] + test_tasks[:5]:
-        opening, tools = _opening(calc, task)
+        opening, turn_tools = _opening(calc, task)
         assert opening[-1] == {"role": "user", "content": calc.start(task["task_id"], task["spec"]).next_turn()}
-        assert [t["function"]["name"] for t in tools] == ["add", "sub", "mul"]
+        assert len(turn_tools) == len(task["spec"].get("turns") or [task["spec"]["prompt"]])  # one per user turn
+        assert all([t["function"]["name"] for t in tools] == ["add", "sub", "mul"] for tools in turn_tools)
 
 
 # --- tasks of several user turns on the same register --------------------------------------------------------
