@@ -22,14 +22,18 @@ def diversity_options(command):
         renamed("--k", "k", type=click.IntRange(min=1), help_name="--neighbours"),
         click.option("--no-diversity", is_flag=True,
                      help="Leave out SR@k and ED_rel (no prompt is embedded)."),
+        click.option("--step-window", "window", type=click.IntRange(min=0), default=None,
+                     help="Read the store over windows of this many training steps (0: over rounds). Default: "
+                          "rounds for a store `run` made; for ingested rollouts (no rounds), windows cutting the "
+                          "steps into at most 12."),
     )):
         command = option(command)
     return command
 
 
-def _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity) -> DriftParams:
+def _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window) -> DriftParams:
     return DriftParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form, k=k,
-                       diversity=not no_diversity)
+                       diversity=not no_diversity, window=window)
 
 
 def _analyse(db: Path, params: DriftParams, wait: float):
@@ -40,11 +44,12 @@ def _analyse(db: Path, params: DriftParams, wait: float):
     return report
 
 
-def _transposed(frame: pl.DataFrame) -> pl.DataFrame:
-    """Metrics as rows and rounds as columns: readable in a terminal however many metrics there are."""
+def _transposed(frame: pl.DataFrame, report=None) -> pl.DataFrame:
+    """Metrics as rows and rounds (or step windows) as columns: readable in a terminal however many metrics."""
     if not frame.height:
         return frame
-    headers = [f"round {r}" for r in frame["round"].to_list()]
+    by_steps = report is not None and report.by_steps
+    headers = [report.period(r) if by_steps else f"round {r}" for r in frame["round"].to_list()]
     body = frame.drop("round")
     columns = {header: [_fmt(v) for v in body.row(i)] for i, header in enumerate(headers)}
     return pl.DataFrame({"metric": body.columns, **columns})
@@ -82,8 +87,8 @@ Examples:
 @click.option("--sql", "show_sql", is_flag=True, help="Print the query behind every table and exit.")
 @db_option
 @wait_option
-def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, format_, compare, plots, force,
-          show_sql, db: Path, wait: float) -> None:
+def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, table_, format_, compare, plots,
+          force, show_sql, db: Path, wait: float) -> None:
     """How the task distribution drifted, round by round, from the store alone (opened read-only).
 
     Per round: the Jensen-Shannon divergence of the weights from the previous and the first round, the task
@@ -99,10 +104,10 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, 
         for name, sql in {**METRIC_QUERIES, "weights ($round against $prev)": JS_SQL}.items():
             click.echo(f"-- {name}\n{sql.strip()};\n")
         return
-    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
+    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window)
     reports = [_analyse(db, params, wait)]
-    if compare is not None:
-        reports.append(_analyse(compare, params, wait))
+    if compare is not None:  # over what the first store went by: rounds, or the same step windows
+        reports.append(_analyse(compare, params.like(reports[0]), wait))
     for report in reports:
         for note in report.notes:
             click.echo(f"note ({report.label}): {note}", err=True)
@@ -118,7 +123,7 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, 
         flat = frame.with_columns(pl.col(c).list.join(";") for c, t in frame.schema.items() if t == pl.List(pl.String))
         click.echo(flat.write_csv(), nl=False)
     else:
-        shown = _transposed(frame) if table_ == "summary" else frame
+        shown = _transposed(frame, reports[0] if len(reports) == 1 else None) if table_ == "summary" else frame
         click.echo(render_table(shown) if frame.height else "(no rounds: the store has no weights, patterns, "
                                                             "candidates or trajectories yet)")
     if plots is not None:
@@ -154,8 +159,8 @@ their lineage across rounds; then every table, folded.""")
               help="Failure patterns shown in words, and with their summaries and example trajectories.")
 @db_option
 @wait_option
-def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, output: Path, force: bool, compare,
-           title, top_patterns, db: Path, wait: float) -> None:
+def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, output: Path, force: bool,
+           compare, title, top_patterns, db: Path, wait: float) -> None:
     """Write one self-contained HTML page about the run, the result first (figures embedded, nothing loaded
     from the network)."""
     from contextlib import ExitStack
@@ -166,7 +171,7 @@ def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, output:
     check_output(output, "html", db=db, force=force)  # before the analysis, not after it
     if compare is not None:
         check_output(output, "html", db=compare, force=force)
-    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
+    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window)
     labels = _labels(db, compare) if compare is not None else (db.stem,)
     with ExitStack() as stack:
         opened = stack.enter_context(open_for_reading(db, wait=wait))
