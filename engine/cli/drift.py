@@ -96,7 +96,9 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, 
     (eval_success, eval_step), failure patterns, task success rates, and the prompts' diversity (SR@k,
     ED_rel to the previous round). --table eval_steps puts eval success against step next to the flagged
     rollouts per step (the paper's Figure 3); --table eval_similarity bins each round's candidates by their
-    similarity to the eval tasks. README's "Drift" section defines each one.
+    similarity to the eval tasks. A store `run` never made (your own ingested rollouts) is read over windows of
+    training steps instead (--step-window); --table forgetting_tasks, boundary_tasks and rare_patterns name what
+    the signals found. README's "Drift" section defines each one.
     """
     if show_sql:
         from coevolve_engine.drift import JS_SQL
@@ -145,7 +147,8 @@ Examples:
 The page leads with the result: a headline (held-out success from start to end, steps, tasks added, the
 loop's cost) and four figures (held-out success against step, flagged rollouts per signal per round, the
 task set's growth and synthesized share, acceptance per signal); then the failure patterns in words, with
-their lineage across rounds; then every table, folded.""")
+their lineage across rounds; then every table, folded. A store of your own rollouts (no rounds) leads
+with a headline over steps and what the signals found (forgetting tasks, boundary tasks, rare patterns).""")
 @signal_options
 @diversity_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
