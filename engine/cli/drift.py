@@ -9,7 +9,7 @@ import click
 import polars as pl
 
 from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
-from coevolve_engine.cli.output import render_table
+from coevolve_engine.cli.output import _digits, _number, render_table
 from coevolve_engine.drift import METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
 
 TABLES = ("summary", *METRIC_QUERIES, "weights")
@@ -51,15 +51,17 @@ def _transposed(frame: pl.DataFrame, report=None) -> pl.DataFrame:
     by_steps = report is not None and report.by_steps
     headers = [report.period(r) if by_steps else f"round {r}" for r in frame["round"].to_list()]
     body = frame.drop("round")
-    columns = {header: [_fmt(v) for v in body.row(i)] for i, header in enumerate(headers)}
+    columns = {header: [_fmt(v, metric) for metric, v in zip(body.columns, body.row(i))]
+               for i, header in enumerate(headers)}
     return pl.DataFrame({"metric": body.columns, **columns})
 
 
-def _fmt(value) -> str:
+def _fmt(value, metric: str) -> str:
+    """A value of the summary as the other tables print it (``readable``): by its metric's kind."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return _number(value, _digits(metric)) or "-"
     return str(value)
 
 
