@@ -115,7 +115,8 @@ class Registry:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
-            hint = f"; install it with: {reg.install_hint}" if reg.install_hint else ""
+            said = str(exc)  # a module that says what to install itself is not repeated
+            hint = f"; install it with: {reg.install_hint}" if reg.install_hint and "pip install" not in said else ""
             raise RegistryError(
                 f"{self.kind} {name!r} needs a package that is not installed ({exc}){hint}"
             ) from exc

@@ -131,3 +131,20 @@ def test_without_a_synthesizer_the_tasks_own_environment_is_asked(tmp_path):
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "environment 'shop', which registers no offline synthesizer (offline:shop" in result.output
     assert "docs/environments.md" in result.output and "install bfcl-eval" not in result.output
+
+
+def test_a_missing_package_is_named_once_with_what_to_install(tmp_path, monkeypatch):
+    from coevolve_engine.registry import Registry, RegistryError
+
+    (tmp_path / "needs_extra.py").write_text(
+        "raise ImportError(\"the shop environment needs shoplib: pip install 'shop[all]'\")\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = Registry("environment")
+    registry.register("shop", "needs_extra:Shop", install_hint="pip install 'shop[all]'")
+    registry.register("gone", "no_such_module_anywhere:Gone", install_hint="pip install gone")
+    with pytest.raises(RegistryError) as raised:
+        registry.load("shop")
+    assert str(raised.value).count("pip install") == 1, raised.value
+    with pytest.raises(RegistryError) as raised:
+        registry.load("gone")
+    assert str(raised.value).count("pip install gone") == 1 and "no_such_module_anywhere" in str(raised.value)
