@@ -40,3 +40,16 @@ def test_signals_prints_the_scores_it_has(tmp_path):
     tables = [line for line in result.output.splitlines() if line.startswith("|")]
     assert result.exit_code == 0 and tables and max(len(line) for line in tables) <= 120
     assert "0.8125" in result.output and "0.813" not in result.output.replace("0.8125", "")
+
+
+def test_jsonl_wherever_json_is_offered(tmp_path):
+    import json
+
+    db = tmp_path / "s.duckdb"
+    assert invoke("init", "--sample", "--db", db).exit_code == 0
+    query = invoke("query", "select task_id from tasks order by task_id limit 2", "--format", "jsonl", "--db", db)
+    assert [json.loads(line) for line in query.output.splitlines()] == [{"task_id": "files-001"},
+                                                                        {"task_id": "files-002"}]
+    drift = invoke("drift", "--table", "boundary_tasks", "--format", "jsonl", "--no-diversity", "--db", db)
+    rows = [json.loads(line) for line in drift.stdout.splitlines()]
+    assert rows and all("mixed_groups" in row for row in rows)

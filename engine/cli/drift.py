@@ -78,7 +78,7 @@ Examples:
 @diversity_options
 @click.option("--table", "table_", type=click.Choice(TABLES), default="summary", show_default=True,
               help="What to print: the per-round summary, or one metric's full table.")
-@click.option("--format", "format_", type=click.Choice(("table", "json", "csv")), default="table",
+@click.option("--format", "format_", type=click.Choice(("table", "json", "jsonl", "csv")), default="table",
               show_default=True, help="Output format.")
 @click.option("--compare", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Another run's store: its rounds side by side with this one's.")
@@ -123,6 +123,8 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, 
         frame = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0].drop("run")
     if format_ == "json":
         click.echo(json.dumps(frame.to_dicts(), indent=2, default=str))
+    elif format_ == "jsonl":
+        click.echo("".join(json.dumps(row, default=str) + "\n" for row in frame.to_dicts()), nl=False)
     elif format_ == "csv":
         flat = frame.with_columns(pl.col(c).list.join(";") for c, t in frame.schema.items() if t == pl.List(pl.String))
         click.echo(flat.write_csv(), nl=False)

@@ -1,4 +1,4 @@
-"""One set of output formats for every command that prints rows: table, json, csv, parquet."""
+"""One set of output formats for every command that prints rows: table, json, jsonl, csv, parquet."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import polars as pl
 
 from coevolve_engine.outputs import check_output, write_output
 
-OUTPUT_FORMATS = ("table", "json", "csv", "parquet")
+OUTPUT_FORMATS = ("table", "json", "jsonl", "csv", "parquet")
 
 format_option = click.option(
     "--format", "format_", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True,
@@ -145,9 +145,10 @@ def write_frame(frame: pl.DataFrame, format_: str, output: Path | None, *, db: P
         return
     if format_ == "csv":
         text = csv_ready(frame).write_csv()
-    elif format_ == "json":
+    elif format_ in ("json", "jsonl"):
         rows = [{k: _json_cell(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
-        text = json.dumps(rows, indent=2, default=str, ensure_ascii=False) + "\n"
+        text = (json.dumps(rows, indent=2, default=str, ensure_ascii=False) + "\n" if format_ == "json" else
+                "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in rows))
     else:
         text = render_table(frame) + "\n"
     write_text_output(text, format_, output, db=db, force=force)
