@@ -1,5 +1,6 @@
-"""Drift metrics per round, or per window of training steps, from the store alone: every one is a view in ``sql/views/drift_*.sql`` or a query
-in this module (``METRIC_QUERIES``), so ``coevolve-engine query`` recomputes any figure.
+"""Drift metrics per round, or per window of training steps, from the store alone: every one is a view in
+``sql/views/drift_*.sql`` or a query in this module (``METRIC_QUERIES``), so ``coevolve-engine query`` recomputes
+any figure.
 
 The one query that is not a view is the weight distribution's Jensen-Shannon divergence: it is the
 curriculum's own ``CHANGES_SQL`` (``coevolve_engine.curriculum.weights``), with its ``new_weights`` read from

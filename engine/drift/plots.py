@@ -150,7 +150,8 @@ def diversity(reports: list[DriftReport]):
         sr.plot(frame["round"], frame["sr_at_k"], marker="o", label=report.label)
         ed.plot(frame["round"], frame["ed_rel"], marker="o", label=report.label)
     sr.set_title(f"SR@{reports[0].params.k} of task prompts (lower: more diverse)")
-    ed.set_title("ED_rel of each " + ("window" if reports[0].by_steps else "round") + "'s task set to the previous one's")
+    period = "window" if reports[0].by_steps else "round"
+    ed.set_title(f"ED_rel of each {period}'s task set to the previous one's")
     first = reports[0]
     for ax in (sr, ed):
         rounds = first["rounds"]["round"].to_list()
