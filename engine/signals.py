@@ -89,7 +89,7 @@ SELECT
 """
 
 TOP_FORGETTING_SQL = """
-SELECT task_id, forgetting_events, forgetting_flags, scored_steps, latest_step, round(latest_score, 3) AS latest_score
+SELECT task_id, forgetting_events, forgetting_flags, scored_steps, latest_step, latest_score
 FROM task_signals_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
 WHERE forgetting_events > 0 OR forgetting_flags > 0
 ORDER BY forgetting_events DESC, forgetting_flags DESC, task_id
@@ -97,7 +97,7 @@ LIMIT $top
 """
 
 TOP_BOUNDARY_SQL = """
-SELECT task_id, boundary_groups, groups, round(boundary_share, 3) AS boundary_share, round(latest_score, 3) AS latest_score
+SELECT task_id, boundary_groups, groups, boundary_share, latest_score
 FROM task_signals_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
 WHERE boundary_groups > 0
 ORDER BY boundary_share DESC, boundary_groups DESC, task_id

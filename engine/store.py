@@ -69,6 +69,23 @@ def check_intact(path: Path, *, wait: float = DEFAULT_WAIT_SECONDS) -> None:
         con.close()
 
 
+def missing_store(path: Path, create_hint: str = "") -> str:
+    """Why there is no store at ``path``: the store files beside it with a close name first (a mistyped --db is
+    not a new store to create), else how to create one."""
+    import difflib
+
+    try:
+        beside = sorted(p.name for p in path.parent.iterdir() if p.suffix in (".duckdb", ".db") and p.is_file())
+    except OSError:
+        beside = []
+    stems = {Path(name).stem: name for name in beside}  # by name, not by the suffix every store shares
+    close = [stems[s] for s in difflib.get_close_matches(path.stem, list(stems), n=3, cutoff=0.7)]
+    if close:
+        names = " or ".join(str(path.parent / name) for name in close)
+        return f"no store at {path}; did you mean {names}?"
+    return f"no store at {path}; create one with `coevolve-engine init --db {path}`{create_hint}"
+
+
 def connect(path: Path, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConnection:
     """Open ``path``, retrying with backoff while another process holds its lock; a damaged file is named so."""
     deadline = time.monotonic() + max(wait, 0.0)
@@ -143,7 +160,7 @@ class Store:
         self.path = Path(path) if path is not None else default_db_path()
         self.read_only = read_only
         if not self.path.exists() and (read_only or not create):
-            raise StoreError(f"no store at {self.path}; create one with `coevolve-engine init --db {self.path}`")
+            raise StoreError(missing_store(self.path))
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a store file")
         if not self.path.exists():

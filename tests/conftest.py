@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# the embeddings of read-only stores are cached in a folder of the tests' own, never the user's (see the fixture below)
+os.environ["COEVOLVE_CACHE_DIR"] = tempfile.mkdtemp(prefix="coevolve-test-cache-")
 
 #: the files of the fault matrix: what a hostile but fair user can type, and what it must never do to a store
 FAULT_MATRIX = "test_store_safety"
@@ -31,6 +34,14 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if ended:
         counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(Counter(ended.values()).items()))
         terminalreporter.write_line(f"fault matrix (tests/{FAULT_MATRIX}*.py): {len(ended)} cases, of which {counts}")
+
+
+@pytest.fixture(autouse=True)
+def own_cache_dir(tmp_path_factory, monkeypatch) -> Path:
+    """Each test its own cache folder, so what one test cached is not another's."""
+    folder = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("COEVOLVE_CACHE_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture

@@ -165,15 +165,24 @@ def test_rounds_from_run_and_by_hand(run_a):
     ]
 
 
-def test_store_with_rollouts_only_is_one_round(store, db_path):
+def test_store_with_rollouts_only_is_read_over_step_windows(store, db_path):
     store.add_records("tasks", [{"task_id": "a"}, {"task_id": "b"}])
     store.add_records("trajectories", rollouts("a", 3, 1.0, 0.0) + rollouts("b", 7, 0.0))
     store.close()
-    report = drift_of(db_path, diversity=False)
-    assert rows(report["rounds"], "round", "status", "first_step", "last_step") == [(0, "manual", 3, 7)]
-    assert rows(report["task_sets"], "task_id", "weight", "new") == [("a", None, None), ("b", None, None)]
-    assert rows(report["synthesis"], "tasks", "synthesized_weight", "new_tasks") == [(2, None, None)]
-    assert report["weights"].height == 0 and "diversity" not in report.tables
+    report = drift_of(db_path, diversity=False)   # steps 3..7: five steps, a window each (at most MAX_WINDOWS)
+    assert report.by_steps and report.window == 1 and report.period(4) == "step 7"
+    assert rows(report["rounds"], "round", "status", "first_step", "last_step") == [
+        (i, "window", 3 + i, 3 + i) for i in range(5)]
+    assert rows(report["task_sets"], "round", "task_id", "new") == [(0, "a", None), (4, "b", True)]
+    assert rows(report["signals"], "round", "trajectories") == [(0, 2), (1, 0), (2, 0), (3, 0), (4, 1)]
+    assert "js_previous" not in report.summary.columns and report["weights"].height == 0
+    assert "diversity" not in report.tables and any("windows of 1 training step" in n for n in report.notes)
+    wide = drift_of(db_path, diversity=False, window=3)   # settable: steps 3-5 and 6-7
+    assert rows(wide["rounds"], "round", "first_step", "last_step") == [(0, 3, 5), (1, 6, 7)]
+    assert wide.period(1) == "steps 6-7"
+    with open_for_reading(db_path) as opened:   # the variable is the analysis's alone: the view reads rounds after
+        compute_drift(opened.store, DriftParams(diversity=False))
+        assert rows(opened.store.sql("SELECT * FROM drift_rounds"), "round", "status") == [(0, "manual")]
 
 
 # -- each metric, against values computed by hand ----------------------------------------------------
@@ -316,7 +325,8 @@ def test_candidates_binned_by_similarity_to_the_eval_tasks(run_a, store, db_path
 
 
 def test_one_round_store(run_b):
-    report = drift_of(run_b, k=1)
+    assert drift_of(run_b, k=1).window == 1   # one round made by hand, no `run`: read over steps unless asked
+    report = drift_of(run_b, k=1, window=0)
     summary = report.summary.to_dicts()
     assert len(summary) == 1
     row = summary[0]
@@ -328,12 +338,12 @@ def test_one_round_store(run_b):
 
 
 def test_compare_two_runs_with_different_task_sets(run_a, run_b):
-    table = compare(drift_of(run_a, k=1), drift_of(run_b, k=1))
+    table = compare(drift_of(run_a, k=1), drift_of(run_b, k=1, window=0))   # as `drift --compare` reads it
     assert table.columns[:5] == ["round", "status[coevolve]", "status[uniform]", "first_step[coevolve]",
                                  "first_step[uniform]"]
     assert rows(table, "round", "tasks[coevolve]", "tasks[uniform]", "sr_at_k[coevolve]", "sr_at_k[uniform]") == [
         (0, 3, 2, approx(2.2 / 3), approx(0.0)), (1, 4, None, approx(0.88), None), (2, 4, None, approx(0.88), None)]
-    same = compare(drift_of(run_b), drift_of(run_b))
+    same = compare(drift_of(run_b, window=0), drift_of(run_b, window=0))
     assert "tasks[uniform:a]" in same.columns and "tasks[uniform:b]" in same.columns
 
 
@@ -373,7 +383,7 @@ def test_an_older_store_is_analysed_through_a_migrated_copy(tmp_path):
     assert "007_eval_similarity" in pending_migrations(path)  # the copy got candidates.eval_similarity too
     assert report["eval_similarity"].height == 0 and report["eval"].height == 0
     assert rows(report["eval_steps"], "step", "rollouts", "boundary", "eval_success") == [(1, 3, 2, None)]
-    assert report.summary["eval_success"].to_list() == [None]
+    assert report.by_steps and "eval_success" not in report.summary.columns  # a store of rollouts: over steps
     assert file_bytes(path) == before and not copy.exists()
 
 

@@ -27,7 +27,8 @@ Which commands run for real (on a scratch store made by `coevolve-engine init --
 those whose command is in ``RUNS`` (commands that read or write the store alone: no model, environment,
 trainer or network), that contain no placeholder, and that name no file but the store (`--db` is pointed at
 the scratch store; one naming another file, such as `--compare` or `--read`, is parsed only). A command fed by
-`echo "..." |` gets the echoed text on its input. Each must exit 0 with no traceback.
+`echo "..." |` gets the echoed text on its input; a `sample` command, on a store with weights (`weights --strategy
+coevolve` first). Each must exit 0 with no traceback.
 """
 
 from __future__ import annotations
@@ -359,6 +360,8 @@ def test_some_commands_run_for_real():
 def test_each_quick_command_runs(command, scratch, monkeypatch):
     folder, db = scratch
     monkeypatch.chdir(folder)
+    if command.words[0] == "sample":  # a batch is drawn from weights, which the README always computes first
+        assert CliRunner().invoke(cli, ["weights", "--strategy", "coevolve", "--db", str(db)]).exit_code == 0
     result = CliRunner().invoke(cli, scratch_args(command.words, db), input=command.stdin)
     assert "Traceback" not in result.output
     assert result.exit_code == 0, f"{command}\n{result.output}"

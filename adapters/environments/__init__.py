@@ -23,7 +23,11 @@ from coevolve_engine.core.environment import (
 )
 from coevolve_engine.registry import Registry
 
-ENVIRONMENTS = Registry("environment", entry_point_group="coevolve_engine.environments")
+ENVIRONMENTS = Registry(
+    "environment", entry_point_group="coevolve_engine.environments",
+    unknown_hint=("An environment implements the contract coevolve_engine.core.environment.Environment and comes "
+                  "from a package that declares it in the entry-point group coevolve_engine.environments "
+                  "(pip install it); see docs/environments.md and examples/counter-env"))
 
 ENVIRONMENTS.register(
     "bfcl",

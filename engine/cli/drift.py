@@ -9,7 +9,7 @@ import click
 import polars as pl
 
 from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
-from coevolve_engine.cli.output import render_table
+from coevolve_engine.cli.output import _digits, _number, render_table
 from coevolve_engine.drift import METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
 
 TABLES = ("summary", *METRIC_QUERIES, "weights")
@@ -22,14 +22,18 @@ def diversity_options(command):
         renamed("--k", "k", type=click.IntRange(min=1), help_name="--neighbours"),
         click.option("--no-diversity", is_flag=True,
                      help="Leave out SR@k and ED_rel (no prompt is embedded)."),
+        click.option("--step-window", "window", type=click.IntRange(min=0), default=None,
+                     help="Read the store over windows of this many training steps (0: over rounds). Default: "
+                          "rounds for a store `run` made; for ingested rollouts (no rounds), windows cutting the "
+                          "steps into at most 12."),
     )):
         command = option(command)
     return command
 
 
-def _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity) -> DriftParams:
+def _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window) -> DriftParams:
     return DriftParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form, k=k,
-                       diversity=not no_diversity)
+                       diversity=not no_diversity, window=window)
 
 
 def _analyse(db: Path, params: DriftParams, wait: float):
@@ -40,21 +44,24 @@ def _analyse(db: Path, params: DriftParams, wait: float):
     return report
 
 
-def _transposed(frame: pl.DataFrame) -> pl.DataFrame:
-    """Metrics as rows and rounds as columns: readable in a terminal however many metrics there are."""
+def _transposed(frame: pl.DataFrame, report=None) -> pl.DataFrame:
+    """Metrics as rows and rounds (or step windows) as columns: readable in a terminal however many metrics."""
     if not frame.height:
         return frame
-    headers = [f"round {r}" for r in frame["round"].to_list()]
+    by_steps = report is not None and report.by_steps
+    headers = [report.period(r) if by_steps else f"round {r}" for r in frame["round"].to_list()]
     body = frame.drop("round")
-    columns = {header: [_fmt(v) for v in body.row(i)] for i, header in enumerate(headers)}
+    columns = {header: [_fmt(v, metric) for metric, v in zip(body.columns, body.row(i))]
+               for i, header in enumerate(headers)}
     return pl.DataFrame({"metric": body.columns, **columns})
 
 
-def _fmt(value) -> str:
+def _fmt(value, metric: str) -> str:
+    """A value of the summary as the other tables print it (``readable``): by its metric's kind."""
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return _number(value, _digits(metric)) or "-"
     return str(value)
 
 
@@ -71,7 +78,7 @@ Examples:
 @diversity_options
 @click.option("--table", "table_", type=click.Choice(TABLES), default="summary", show_default=True,
               help="What to print: the per-round summary, or one metric's full table.")
-@click.option("--format", "format_", type=click.Choice(("table", "json", "csv")), default="table",
+@click.option("--format", "format_", type=click.Choice(("table", "json", "jsonl", "csv")), default="table",
               show_default=True, help="Output format.")
 @click.option("--compare", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Another run's store: its rounds side by side with this one's.")
@@ -82,8 +89,8 @@ Examples:
 @click.option("--sql", "show_sql", is_flag=True, help="Print the query behind every table and exit.")
 @db_option
 @wait_option
-def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, format_, compare, plots, force,
-          show_sql, db: Path, wait: float) -> None:
+def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, table_, format_, compare, plots,
+          force, show_sql, db: Path, wait: float) -> None:
     """How the task distribution drifted, round by round, from the store alone (opened read-only).
 
     Per round: the Jensen-Shannon divergence of the weights from the previous and the first round, the task
@@ -91,7 +98,9 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, 
     (eval_success, eval_step), failure patterns, task success rates, and the prompts' diversity (SR@k,
     ED_rel to the previous round). --table eval_steps puts eval success against step next to the flagged
     rollouts per step (the paper's Figure 3); --table eval_similarity bins each round's candidates by their
-    similarity to the eval tasks. README's "Drift" section defines each one.
+    similarity to the eval tasks. A store `run` never made (your own ingested rollouts) is read over windows of
+    training steps instead (--step-window); --table forgetting_tasks, boundary_tasks and rare_patterns name what
+    the signals found. README's "Drift" section defines each one.
     """
     if show_sql:
         from coevolve_engine.drift import JS_SQL
@@ -99,10 +108,10 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, 
         for name, sql in {**METRIC_QUERIES, "weights ($round against $prev)": JS_SQL}.items():
             click.echo(f"-- {name}\n{sql.strip()};\n")
         return
-    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
+    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window)
     reports = [_analyse(db, params, wait)]
-    if compare is not None:
-        reports.append(_analyse(compare, params, wait))
+    if compare is not None:  # over what the first store went by: rounds, or the same step windows
+        reports.append(_analyse(compare, params.like(reports[0]), wait))
     for report in reports:
         for note in report.notes:
             click.echo(f"note ({report.label}): {note}", err=True)
@@ -114,11 +123,13 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, table_, 
         frame = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0].drop("run")
     if format_ == "json":
         click.echo(json.dumps(frame.to_dicts(), indent=2, default=str))
+    elif format_ == "jsonl":
+        click.echo("".join(json.dumps(row, default=str) + "\n" for row in frame.to_dicts()), nl=False)
     elif format_ == "csv":
         flat = frame.with_columns(pl.col(c).list.join(";") for c, t in frame.schema.items() if t == pl.List(pl.String))
         click.echo(flat.write_csv(), nl=False)
     else:
-        shown = _transposed(frame) if table_ == "summary" else frame
+        shown = _transposed(frame, reports[0] if len(reports) == 1 else None) if table_ == "summary" else frame
         click.echo(render_table(shown) if frame.height else "(no rounds: the store has no weights, patterns, "
                                                             "candidates or trajectories yet)")
     if plots is not None:
@@ -140,7 +151,8 @@ Examples:
 The page leads with the result: a headline (held-out success from start to end, steps, tasks added, the
 loop's cost) and four figures (held-out success against step, flagged rollouts per signal per round, the
 task set's growth and synthesized share, acceptance per signal); then the failure patterns in words, with
-their lineage across rounds; then every table, folded.""")
+their lineage across rounds; then every table, folded. A store of your own rollouts (no rounds) leads
+with a headline over steps and what the signals found (forgetting tasks, boundary tasks, rare patterns).""")
 @signal_options
 @diversity_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
@@ -154,8 +166,8 @@ their lineage across rounds; then every table, folded.""")
               help="Failure patterns shown in words, and with their summaries and example trajectories.")
 @db_option
 @wait_option
-def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, output: Path, force: bool, compare,
-           title, top_patterns, db: Path, wait: float) -> None:
+def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, output: Path, force: bool,
+           compare, title, top_patterns, db: Path, wait: float) -> None:
     """Write one self-contained HTML page about the run, the result first (figures embedded, nothing loaded
     from the network)."""
     from contextlib import ExitStack
@@ -166,7 +178,7 @@ def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, output:
     check_output(output, "html", db=db, force=force)  # before the analysis, not after it
     if compare is not None:
         check_output(output, "html", db=compare, force=force)
-    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity)
+    params = _params(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window)
     labels = _labels(db, compare) if compare is not None else (db.stem,)
     with ExitStack() as stack:
         opened = stack.enter_context(open_for_reading(db, wait=wait))

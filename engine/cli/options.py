@@ -96,9 +96,10 @@ create_option = click.option(
 def require_store(db: Path, create: bool = False) -> None:
     """Refuse a store that does not exist, unless the command was asked to create it."""
     from coevolve_engine.errors import StoreError
+    from coevolve_engine.store import missing_store
 
     if not create and not db.exists():
-        raise StoreError(f"no store at {db}; create one with `coevolve-engine init --db {db}` (or pass --create)")
+        raise StoreError(missing_store(db, " (or pass --create)"))
 
 
 def long_job(command: str, *, can_create: bool = False):

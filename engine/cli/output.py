@@ -1,4 +1,4 @@
-"""One set of output formats for every command that prints rows: table, json, csv, parquet."""
+"""One set of output formats for every command that prints rows: table, json, jsonl, csv, parquet."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import polars as pl
 
 from coevolve_engine.outputs import check_output, write_output
 
-OUTPUT_FORMATS = ("table", "json", "csv", "parquet")
+OUTPUT_FORMATS = ("table", "json", "jsonl", "csv", "parquet")
 
 format_option = click.option(
     "--format", "format_", type=click.Choice(OUTPUT_FORMATS), default="table", show_default=True,
@@ -28,15 +28,67 @@ force_option = click.option(
 )
 
 
-def render_table(frame: pl.DataFrame) -> str:
-    if frame.width == 0:
-        return "(no columns)"
+#: the widest a table the CLI prints may be; a wider one is printed as blocks of columns, each repeating the first
+TABLE_WIDTH = 120
+
+
+def _number(value: float | None, digits: int | None) -> str | None:
+    if value is None:
+        return None
+    if digits is not None:
+        return f"{value:.{digits}f}"
+    text = f"{value:.4f}".rstrip("0").rstrip(".")  # the precision the data has, at most 4 decimals
+    return "0" if text in ("", "-0") else text
+
+
+def _digits(name: str) -> int | None:
+    """One decimal for seconds and percentages, by the column's name; None: the data's own precision."""
+    lowered = name.lower()
+    if "seconds" in lowered or lowered.endswith(("_s", "_sec")):
+        return 1
+    if lowered.endswith(("%", "_pct", "percent")):
+        return 1
+    return None
+
+
+def readable(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its float columns as people read them: seconds and percentages with one decimal, other
+    numbers (rates, shares, rewards) with the precision they have, up to four decimals, no trailing zeros."""
+    return frame.with_columns(
+        pl.Series(name, [_number(v, _digits(name)) for v in frame[name].to_list()], dtype=pl.String)
+        for name, dtype in frame.schema.items() if dtype.is_float())
+
+
+def _render(frame: pl.DataFrame) -> str:
     with pl.Config(
         tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=60, tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True, tbl_width_chars=200, tbl_formatting="ASCII_MARKDOWN",
-        float_precision=4,
+        tbl_hide_column_data_types=True, tbl_width_chars=10_000, tbl_formatting="ASCII_MARKDOWN",
     ):
         return str(frame)
+
+
+def _width(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def render_table(frame: pl.DataFrame, width: int = TABLE_WIDTH) -> str:
+    """A markdown-style table of ``frame`` (numbers by ``readable``) at most ``width`` columns wide where it can
+    be: a wider one is cut into blocks of columns, each block repeating the first column."""
+    if frame.width == 0:
+        return "(no columns)"
+    frame = readable(frame)
+    whole = _render(frame)
+    if _width(whole) <= width or frame.width <= 2:
+        return whole
+    first, rest = frame.columns[0], frame.columns[1:]
+    blocks, current = [], []
+    for column in rest:
+        if current and _width(_render(frame.select(first, *current, column))) > width:
+            blocks.append(current)
+            current = []
+        current.append(column)
+    blocks.append(current)
+    return "\n\n".join(_render(frame.select(first, *block)) for block in blocks)
 
 
 def _json_cell(value: object) -> object:
@@ -93,9 +145,10 @@ def write_frame(frame: pl.DataFrame, format_: str, output: Path | None, *, db: P
         return
     if format_ == "csv":
         text = csv_ready(frame).write_csv()
-    elif format_ == "json":
+    elif format_ in ("json", "jsonl"):
         rows = [{k: _json_cell(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
-        text = json.dumps(rows, indent=2, default=str, ensure_ascii=False) + "\n"
+        text = (json.dumps(rows, indent=2, default=str, ensure_ascii=False) + "\n" if format_ == "json" else
+                "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in rows))
     else:
         text = render_table(frame) + "\n"
     write_text_output(text, format_, output, db=db, force=force)

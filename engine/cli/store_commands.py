@@ -52,8 +52,8 @@ def _field_help(kind: str) -> str:
 @click.argument("kind", type=click.Choice(["trajectories", "tasks"]))
 @click.argument("files_", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--layout", type=click.Choice(FORMATS), default=None,
-              help="How the files hold the records; by default from the extension (.jsonl, .parquet) or a "
-                   "dataset directory.")
+              help="How the files hold the records; by default from the extension (.jsonl JSON lines, .json "
+                   "one array of records, .parquet) or a dataset directory.")
 @renamed("--format", "layout", type=click.Choice(FORMATS))
 @click.option("--create-tasks", is_flag=True,
               help="trajectories: store a placeholder task (task_id only, source 'placeholder') for each task id "

@@ -29,9 +29,10 @@ Examples:
 \b
 Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepted.""")
 @round_option("The round whose failure patterns to use (default: the latest round that has any).")
-@click.option("--synthesizer", default="offline:bfcl", show_default=True,
-              help="A registered synthesizer. offline:bfcl recombines and perturbs the BFCL tasks of each "
-                   "pattern (no model needed); llm explores the environment around each pattern with an explorer "
+@click.option("--synthesizer", default=None,
+              help="A registered synthesizer (default: offline:ENV, ENV the environment of the round's pattern "
+                   "tasks, built in or from a plugin package). offline:bfcl recombines and perturbs the BFCL tasks "
+                   "of each pattern (no model needed); llm explores the environment around each pattern with an explorer "
                    "model and abstracts tasks from it (needs --model); llm-unguided explores generated worlds of "
                    "--env with no pattern or signal (the 'random exploration' ablation; needs --model).")
 @click.option("--env", default="bfcl", show_default=True, help="llm-unguided: the environment to explore.")

@@ -32,6 +32,11 @@ class WeightSet:
         return len(self.task_ids)
 
     @property
+    def by_task(self) -> dict[str, float]:
+        """Task id -> weight: the shape of ``BatchSource.weights`` and of ``WeightedGroupSampler``'s mapping."""
+        return {str(t): float(w) for t, w in zip(self.task_ids, self.weights)}
+
+    @property
     def probabilities(self) -> np.ndarray:
         return self.weights / self.weights.sum()
 

@@ -5,11 +5,15 @@ Batch ``step`` of ``epoch`` depends only on (seed, epoch, step) and the weights:
 ``SeedSequence([seed, epoch, step])``. Every process that builds the sampler with the same arguments yields the
 same indices, and a resumed run can start at any step. Drawing uses a cumulative sum computed once, so a batch
 costs O(B log N) whatever the number of tasks N.
+
+The weights are a sequence (indices into it) or, as ``BatchSource.weights`` and ``WeightSet.by_task`` give them, a
+mapping from task id to weight: then the tasks are taken in sorted id order (as ``load_weights`` stores them) and
+``batch_ids(step)`` gives the batch as task ids.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -26,8 +30,15 @@ class WeightedGroupSampler:
     batch_tasks * group_size indices per batch, each task's K copies next to each other.
     """
 
-    def __init__(self, weights: Sequence[float] | np.ndarray, *, group_size: int = 8, batch_tasks: int = 32,
-                 seed: int = 0, epoch: int = 0, start_step: int = 0, num_batches: int | None = None) -> None:
+    def __init__(self, weights: Mapping[str, float] | Sequence[float] | np.ndarray, *, group_size: int = 8,
+                 batch_tasks: int = 32, seed: int = 0, epoch: int = 0, start_step: int = 0,
+                 num_batches: int | None = None) -> None:
+        #: the task id of each index, in sorted order, when the weights came as a mapping (else None)
+        self.task_ids: list[str] | None = None
+        if isinstance(weights, Mapping):
+            self.task_ids = sorted(str(task) for task in weights)
+            by_id = {str(task): weight for task, weight in weights.items()}
+            weights = [by_id[task] for task in self.task_ids]
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 1 or w.size == 0:
             raise CurriculumError(f"weights must be a non-empty list of numbers, got shape {w.shape}")
@@ -70,6 +81,13 @@ class WeightedGroupSampler:
     def batch(self, step: int) -> np.ndarray:
         """Batch ``step``: every chosen task index repeated group_size times in a row."""
         return np.repeat(self.tasks(step), self.group_size)
+
+    def batch_ids(self, step: int) -> list[str]:
+        """Batch ``step`` as task ids, each task group_size times in a row (weights given as a mapping)."""
+        if self.task_ids is None:
+            raise CurriculumError("batch_ids needs the weights as a mapping from task id to weight "
+                                  "(e.g. WeightSet.by_task or BatchSource.weights); use batch(step) for indices")
+        return [self.task_ids[i] for i in self.batch(step).tolist()]
 
     def __iter__(self) -> Iterator[int]:
         step = self.start_step

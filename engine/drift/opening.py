@@ -20,7 +20,7 @@ from typing import Iterator
 
 from coevolve_engine import sqlfiles
 from coevolve_engine.errors import StoreError
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store, applied_migrations, connect
+from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store, applied_migrations, connect, missing_store
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def open_for_reading(path: str | Path, *, wait: float = DEFAULT_WAIT_SECONDS) ->
     """The store at ``path`` for reading, without ever writing to it (see the module's docstring)."""
     path = Path(path)
     if not path.exists():
-        raise StoreError(f"no store at {path}")
+        raise StoreError(missing_store(path))
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a store file")
     pending = pending_migrations(path, wait=wait)

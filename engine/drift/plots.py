@@ -18,6 +18,8 @@ from coevolve_engine.errors import CoevolveError
 FIGURES = ("heldout", "signals", "growth", "acceptance", "eval", "distribution", "patterns", "success", "diversity",
            "eval_similarity", "group_health")
 KEY_FIGURES = FIGURES[:4]
+#: a store of ingested rollouts (a report over step windows) leads with these, then those of FIGURES with data
+STEP_FIGURES = ("signals_steps", "success", "task_drift")
 _SIGNALS = ("forgetting", "boundary", "rare")
 _BIN_COLORS = {-1.0: "C0", 0.5: "C1", 0.7: "C2", 0.9: "C3"}  # drift_eval_similarity's bins, by lower edge
 
@@ -125,12 +127,13 @@ def success(reports: list[DriftReport]):
     for report in reports:
         steps = report["steps"]
         ax.plot(steps["step"], steps["success_rate"], marker=".", label=report.label)
-    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+    by_rounds = not reports[0].by_steps
+    for first in (reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:] if by_rounds else []):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
-    ax.set_ylabel("success rate")
-    ax.set_title("success against step (dashed: round boundaries)")
+    ax.set_ylabel("training success rate")
+    ax.set_title("training success against step" + (" (dashed: round boundaries)" if by_rounds else ""))
     ax.legend()
     fig.tight_layout()
     return fig
@@ -174,10 +177,13 @@ def diversity(reports: list[DriftReport]):
         sr.plot(frame["round"], frame["sr_at_k"], marker="o", label=report.label)
         ed.plot(frame["round"], frame["ed_rel"], marker="o", label=report.label)
     sr.set_title(f"SR@{reports[0].params.k} of task prompts (lower: more diverse)")
-    ed.set_title("ED_rel of each round's task set to the previous round's")
+    period = "window" if reports[0].by_steps else "round"
+    ed.set_title(f"ED_rel of each {period}'s task set to the previous one's")
+    first = reports[0]
     for ax in (sr, ed):
-        ax.set_xticks(reports[0]["rounds"]["round"].to_list())
-        ax.set_xlabel("round")
+        rounds = first["rounds"]["round"].to_list()
+        ax.set_xticks(rounds, [first.period(r).split(" ", 1)[1] for r in rounds] if first.by_steps else rounds)
+        ax.set_xlabel("training steps" if first.by_steps else "round")
         ax.legend()
     fig.tight_layout()
     return fig
@@ -328,9 +334,88 @@ def acceptance(reports: list[DriftReport]):
     return fig
 
 
+def signals_steps(reports: list[DriftReport]):
+    """Rollouts each signal flagged at each training step (drift_eval_steps), one panel per run."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 3.3), squeeze=False)
+    for ax, report in zip(axes[0], reports):
+        steps = report["eval_steps"].filter(pl.col("rollouts") > 0).sort("step")
+        for signal in _SIGNALS:
+            ax.plot(steps["step"], steps[signal], marker=".", label=signal)
+        ax.set_title(f"{report.label}: flagged rollouts by signal, per step")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("rollouts")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def task_drift(reports: list[DriftReport], top: int = 30):
+    """Each task's training success per round or step window (a heat map; the ``top`` tasks whose success moved
+    most when there are more), one panel per run."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 4.5), squeeze=False)
+    for ax, report in zip(axes[0], reports):
+        frame = report["task_drift"]
+        moved = (frame.group_by("task_id").agg((pl.col("success_rate").max() - pl.col("success_rate").min())
+                                               .alias("moved"))
+                 .sort(["moved", "task_id"], descending=[True, False]).head(top)["task_id"].to_list())
+        grid = (frame.filter(pl.col("task_id").is_in(moved)).pivot(on="round", index="task_id", values="success_rate")
+                .sort("task_id"))
+        columns = sorted((c for c in grid.columns if c != "task_id"), key=int)
+        image = ax.imshow(grid.select(columns).to_numpy().astype(float), aspect="auto", interpolation="nearest",
+                          cmap="RdYlGn", vmin=0, vmax=1)
+        labels = [report.period(int(c)).split(" ", 1)[1] if report.by_steps else c for c in columns]
+        ax.set_xticks(range(len(columns)), labels, fontsize=7, rotation=90 if len(columns) > 12 else 0)
+        ax.set_yticks(range(grid.height), grid["task_id"].to_list(), fontsize=6)
+        fig.colorbar(image, ax=ax, label="success rate")
+        shown = f" (the {len(moved)} that moved most)" if frame["task_id"].n_unique() > top else ""
+        ax.set_title(f"{report.label}: task success{shown}", fontsize=9)
+        ax.set_xlabel("training steps" if report.by_steps else "round")
+    fig.tight_layout()
+    return fig
+
+
+def drawable(name: str, reports: list[DriftReport]) -> bool:
+    """Whether figure ``name`` has something to draw for any of ``reports`` (a report shows no empty chart)."""
+    def any_rows(table: str, keep=None) -> bool:
+        for report in reports:
+            frame = report.tables.get(table)
+            if frame is not None and (frame if keep is None else frame.filter(keep)).height:
+                return True
+        return False
+
+    by_steps = any(r.by_steps for r in reports)
+    checks = {
+        "heldout": lambda: any_rows("eval_steps", pl.col("eval_success").is_not_null()),
+        "eval": lambda: any_rows("eval_steps", pl.col("eval_success").is_not_null()),
+        "signals": lambda: not by_steps and any_rows("signals"),
+        "growth": lambda: any_rows("weights") or any_rows("synthesis", pl.col("synthesized") > 0),
+        "acceptance": lambda: any_rows("candidates"),
+        "eval_similarity": lambda: any_rows("eval_similarity"),
+        "distribution": lambda: any_rows("weights"),
+        "patterns": lambda: any_rows("patterns", pl.col("size") > 0),
+        "success": lambda: any_rows("steps"),
+        "diversity": lambda: any_rows("diversity", pl.col("sr_at_k").is_not_null()),
+        "signals_steps": lambda: any_rows("eval_steps", pl.col("rollouts") > 0),
+        "task_drift": lambda: any_rows("task_drift"),
+        "group_health": lambda: any_rows("group_health"),
+    }
+    return checks[name]()
+
+
+def figure_sets(reports: list[DriftReport]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The figures a report leads with and the others it shows: a run's, KEY_FIGURES then the rest of FIGURES; a
+    store of ingested rollouts', STEP_FIGURES then those of FIGURES that have something to draw."""
+    if not any(r.by_steps for r in reports):
+        return KEY_FIGURES, tuple(n for n in FIGURES if n not in KEY_FIGURES)
+    key = tuple(n for n in STEP_FIGURES if drawable(n, reports))
+    return key, tuple(n for n in FIGURES if n not in key and drawable(n, reports))
+
+
 _DRAW = {"heldout": heldout, "growth": growth, "acceptance": acceptance, "distribution": distribution, "signals": signals, "patterns": patterns, "success": success,
          "diversity": diversity, "eval": eval_success, "eval_similarity": eval_similarity,
-         "group_health": group_health}
+         "group_health": group_health, "signals_steps": signals_steps, "task_drift": task_drift}
 
 
 def figure_png(name: str, reports: list[DriftReport]) -> bytes:
@@ -346,14 +431,16 @@ def figure_png(name: str, reports: list[DriftReport]) -> bytes:
 
 
 def write_figures(reports: list[DriftReport], folder: Path, *, force: bool = False) -> list[Path]:
-    """Every figure as ``folder/<name>.png``; returns the paths. Each is written as every output is
-    (``coevolve_engine.outputs``): never over a DuckDB file, nor, without ``force``, over a file of another kind."""
+    """Every figure as ``folder/<name>.png`` (over step windows, those of ``figure_sets``); returns the paths. Each
+    is written as every output is (``coevolve_engine.outputs``): never over a DuckDB file, nor, without ``force``,
+    over a file of another kind."""
     from coevolve_engine.outputs import check_output, write_output
 
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"{name}.png" for name in FIGURES]
+    names = [n for part in figure_sets(reports) for n in part]
+    paths = [folder / f"{name}.png" for name in names]
     for path in paths:
         check_output(path, "png", force=force)
-    for name, path in zip(FIGURES, paths):
+    for name, path in zip(names, paths):
         write_output(path, figure_png(name, reports), "png", force=force)
     return paths

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from coevolve_engine.loop.config import RunConfig
+from coevolve_engine.loop_cost import LOOP_COST_SQL, PAPER_COST, loop_cost_numbers, percent  # noqa: F401
 from coevolve_engine.store import Store
 
 ROUND_SIGNALS_SQL = """
@@ -50,24 +51,16 @@ def rounds_table(store: Store, config: RunConfig):
     return store.sql(ROUNDS_SQL, config.signal_params().bind())
 
 
-LOOP_COST_SQL = """
-SELECT count(*) AS rounds, sum(training_seconds) AS training, sum(feedback_seconds) AS feedback,
-       sum(store_seconds) AS store, min(feedback_share) AS lowest, max(feedback_share) AS highest
-FROM round_costs WHERE status = 'finished' AND training_seconds > 0
-"""
-
-#: what the paper's feedback loop added to training time (CoEvolve, ACL 2026)
-PAPER_COST = "the paper: +9.67% on AppWorld, +12.76% on BFCL"
-
-
 def loop_cost(store: Store) -> str:
-    """One line on what the feedback loop cost against training, over the finished rounds (round_costs)."""
-    rounds, training, feedback, sink, lowest, highest = store.execute(LOOP_COST_SQL).fetchall()[0]
-    if not rounds:
+    """One line on what the feedback loop cost against training, over the finished rounds (round_costs; the one
+    definition and label of ``coevolve_engine.loop_cost``, as the report's headline shows it)."""
+    n = loop_cost_numbers(store)
+    if not n["rounds"]:
         return "Loop cost: no finished round with training yet"
-    return (f"Loop cost: feedback {feedback:.1f} s against training {training:.1f} s over {rounds} rounds: "
-            f"+{100 * feedback / training:.1f}% (rounds {100 * lowest:.1f}-{100 * highest:.1f}%; store writes "
-            f"during training {sink:.1f} s, counted as feedback; {PAPER_COST})")
+    return (f"Loop cost: feedback {n['feedback']:.1f} s against training {n['training']:.1f} s over {n['rounds']} "
+            f"rounds: {percent(n['feedback'], n['training'])} (rounds {100 * n['lowest']:.1f}-"
+            f"{100 * n['highest']:.1f}%; store writes during training {n['store']:.1f} s, counted as feedback; "
+            f"{PAPER_COST})")
 
 
 ROUND_LINE_SQL = """

@@ -5,8 +5,8 @@
                        demonstrations are not training)
     tasks added        synthesized training tasks (accepted candidates), of all candidates, and their share of
                        the training set
-    the loop's cost    seconds in training (warm-up and train phases) against seconds in feedback (signals,
-                       patterns, synthesis, validation) and in evaluation, from run_phases
+    the loop's cost    feedback against training over the finished rounds (round_costs), the one definition
+                       and label of ``coevolve_engine.loop_cost`` that the terminal prints too
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from coevolve_engine.loop_cost import LABEL, percent
 from coevolve_engine.store import Store
 
 HEADLINE_SQL = """
@@ -39,7 +40,12 @@ SELECT
     (SELECT sum(seconds) FROM run_phases WHERE phase IN ('signals', 'patterns', 'synthesize', 'validate'))
         AS feedback_seconds,
     (SELECT sum(seconds) FROM run_phases WHERE phase = 'eval') AS eval_seconds,
-    (SELECT sum(seconds) FROM run_phases) AS run_seconds
+    (SELECT sum(seconds) FROM run_phases) AS run_seconds,
+    (SELECT count(*) FROM round_costs WHERE status = 'finished' AND training_seconds > 0) AS cost_rounds,
+    (SELECT sum(training_seconds) FROM round_costs WHERE status = 'finished' AND training_seconds > 0)
+        AS cost_training_seconds,
+    (SELECT sum(feedback_seconds) FROM round_costs WHERE status = 'finished' AND training_seconds > 0)
+        AS cost_feedback_seconds
 """
 
 
@@ -74,9 +80,8 @@ def sentence(h: dict[str, Any]) -> str:
     if h["candidates"]:
         share = h["tasks_added"] / h["train_tasks"] if h["train_tasks"] else None
         parts.append(f"the loop added {h['tasks_added']} synthesized tasks ({_pct(share)} of the training set)")
-    if h["run_seconds"]:
-        feedback = (h["feedback_seconds"] or 0) / h["run_seconds"]
-        parts.append(f"feedback took {_pct(feedback)} of the run's {_seconds(h['run_seconds'])}")
+    if h["cost_rounds"]:
+        parts.append(f"{LABEL}: {percent(h['cost_feedback_seconds'], h['cost_training_seconds'])}")
     return "; ".join(parts) + "."
 
 
@@ -92,9 +97,10 @@ def render(h: dict[str, Any], label: str) -> str:
         held = _pct(h["eval_end"])
         held_note = (f"step {h['eval_end_step']}, on {h['eval_tasks']} held-out tasks" if h["eval_end"] is not None
                      else "no evaluation on the eval split")
-    cost_note = (f"{_pct((h['feedback_seconds'] or 0) / h['run_seconds'])} of the run's "
-                 f"{_seconds(h['run_seconds'])}; training {_seconds(h['training_seconds'])}, evaluation "
-                 f"{_seconds(h['eval_seconds'])}") if h["run_seconds"] else "no run phases recorded"
+    cost = (percent(h["cost_feedback_seconds"], h["cost_training_seconds"]) if h["cost_rounds"] else "-")
+    cost_note = (f"feedback {h['cost_feedback_seconds']:.1f} s against training {h['cost_training_seconds']:.1f} s "
+                 f"over {h['cost_rounds']} round{'' if h['cost_rounds'] == 1 else 's'}; the run took "
+                 f"{_seconds(h['run_seconds'])}") if h["cost_rounds"] else "no finished round with training yet"
     numbers = [
         ("held-out success", held, held_note),
         ("training", f"{h['steps'] or 0} steps", f"{h['rounds']} round{'' if h['rounds'] == 1 else 's'}, "
@@ -102,7 +108,7 @@ def render(h: dict[str, Any], label: str) -> str:
         ("tasks added", f"+{h['tasks_added']}",
          f"{h['accepted']} of {h['candidates']} candidates accepted ({_pct(acceptance)}); "
          f"{h['train_tasks']} training tasks, {_pct(share)} synthesized"),
-        ("the loop's cost: feedback", _seconds(h["feedback_seconds"]), cost_note),
+        (LABEL, cost, cost_note),
     ]
     cards = "".join(f'<div class="number"><div class="what">{e(what)}</div><div class="value">{e(value)}</div>'
                     f'<div class="of">{e(note)}</div></div>' for what, value, note in numbers)

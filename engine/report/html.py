@@ -7,6 +7,14 @@
 3. the details, folded (``<details>``): per-round tables, the other figures, each pattern's summary and example
    trajectories, every candidate's verdict, the configuration, weight sets and run phases, and the SQL.
 
+A store of ingested rollouts (no rounds: the drift report is over step windows) leads instead with what it has
+(``steps.py``): a headline over steps, what the signals found by name (forgetting tasks, boundary tasks, rare
+patterns), then flagged rollouts per signal per step, training success per step and each task's success over
+the windows; only the figures with something to draw.
+
+The page is a list of sections (``render_report``'s ``body``): a new chart or table is one more entry there, or
+one more name in ``FIGURES`` and ``CAPTIONS``.
+
 Nothing in the page loads anything: no external CSS, scripts or fonts, images are data URIs, and a
 Content-Security-Policy meta tag (``default-src 'none'``) forbids the browser any other request.
 """
@@ -21,8 +29,9 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from coevolve_engine.drift import DriftReport, compare, compute_drift
-from coevolve_engine.drift.plots import FIGURES, KEY_FIGURES, figure_png
+from coevolve_engine.drift import DriftParams, DriftReport, compare, compute_drift
+from coevolve_engine.drift.plots import drawable, figure_png, figure_sets
+from coevolve_engine.report import steps as by_steps
 from coevolve_engine.report.headline import HEADLINE_SQL, headline, render as render_headline
 from coevolve_engine.store import Store
 
@@ -51,6 +60,8 @@ details > summary { cursor: pointer; font-weight: 600; }
 .wide { overflow-x: auto; }
 .note { color: #a15c00; } .pattern { border-left: 4px solid #4a7; padding-left: 1em; margin-bottom: 1.5em; }
 ol.patterns li { margin-bottom: 0.5em; } .lineage { color: #555; font-size: 0.85em; }
+.found { display: grid; grid-template-columns: repeat(3, 1fr); gap: 0.6em; font-size: 0.85em; }
+.found h3 { font-size: 1em; margin: 0.5em 0 0.2em; } .found ul { margin: 0; padding-left: 1.2em; }
 """
 
 #: what each figure shows, under it
@@ -65,6 +76,8 @@ CAPTIONS = {
     "success": "Training success against step (drift_steps).",
     "diversity": "SR@k and ED_rel of the task prompts per round (drift_diversity).",
     "eval_similarity": "Candidates by their similarity to the held-out tasks (drift_eval_similarity).",
+    "signals_steps": "Rollouts each signal flagged at each training step (drift_eval_steps).",
+    "task_drift": "Each task's training success per round or step window (drift --table task_drift).",
     "group_health": "Share of each step's GRPO groups that were dead (all rewards equal: no gradient), and of its "
                     "rollouts that carry gradient (group_health; per task: task_group_health).",
 }
@@ -152,9 +165,13 @@ def _configuration(store: Store) -> str:
 
 
 def _group_health(reports: list[DriftReport]) -> str:
-    """The GRPO group-health section: the dead-group share against step next to the curriculum's weights."""
+    """The GRPO group-health section: the dead-group share against step next to the curriculum's weights (each
+    where there is something to draw; no section when neither has)."""
+    names = [n for n in GROUP_HEALTH_FIGURES if drawable(n, reports)]
+    if not names:
+        return ""
     return (f'<section id="group-health"><h2>GRPO group health and the curriculum\'s weights</h2>'
-            f'<div class="figures">{_figures(reports, GROUP_HEALTH_FIGURES)}</div></section>')
+            f'<div class="figures">{_figures(reports, names)}</div></section>')
 
 
 def _figures(reports: list[DriftReport], names: Iterable[str]) -> str:
@@ -286,7 +303,8 @@ PER_ROUND_TABLES = [
     ("Candidates per round", "candidates"), ("Difficulty (task success rates)", "difficulty"),
     ("Diversity", "diversity"), ("Failure pattern lineages", "patterns"), ("Tools", "tools"),
     ("Candidates by similarity to the eval tasks", "eval_similarity"), ("Environment classes", "env_classes"),
-    ("Weight divergence", "weights"),
+    ("Weight divergence", "weights"), ("Forgetting tasks", "forgetting_tasks"), ("Boundary tasks", "boundary_tasks"),
+    ("Rare action patterns", "rare_patterns"),
     ("Loop cost: training and feedback seconds per round (the paper's feedback loop: +9.67% of training time on "
      "AppWorld, +12.76% on BFCL)", "costs")]
 
@@ -317,15 +335,19 @@ def render_report(store: Store, report: DriftReport, *, title: str, top_patterns
         return "".join(f"<h4>{_e(name)}</h4>" + table(r.tables[key]) for name, key in PER_ROUND_TABLES
                        if key in r.tables)
 
-    headlines = "".join(render_headline(headline(s), r.label) for s, r in runs)
+    over_steps = any(r.by_steps for r in reports)
+    key_figures, more_figures = figure_sets(reports)
+    headlines = "".join(by_steps.render_headline(r) if r.by_steps else render_headline(headline(s), r.label)
+                        for s, r in runs)
     words = "".join(f'<div><h3>{_e(r.label)}</h3>{_patterns_in_words(s, r, top_patterns)}</div>'
                     if len(runs) > 1 else _patterns_in_words(s, r, top_patterns) for s, r in runs)
     details = "\n".join([
-        _folded("Rounds: the per-round summary and every metric's table", "rounds",
+        _folded("Step windows: the per-window summary and every metric's table" if over_steps
+                else "Rounds: the per-round summary and every metric's table", "rounds",
                 table(summary, "no rounds") + _per_run(runs, tables)),
         _folded("More figures", "more-figures",
                 f'<div class="figures{" compare" if len(runs) > 1 else ""}">'
-                f"{_figures(reports, [n for n in FIGURES if n not in KEY_FIGURES + GROUP_HEALTH_FIGURES])}</div>"),
+                f"{_figures(reports, [n for n in more_figures if n not in GROUP_HEALTH_FIGURES])}</div>"),
         _folded("Failure patterns: summaries and example trajectories", "pattern-examples",
                 _per_run(runs, lambda s, r: _patterns(s, top_patterns, examples))),
         _folded("Candidates and their verdicts", "candidates", _per_run(runs, lambda s, r: _candidates(s, candidates))),
@@ -340,8 +362,10 @@ def render_report(store: Store, report: DriftReport, *, title: str, top_patterns
         "query on the store: <code>coevolve-engine drift --sql</code>, and the headline's SQL at the end.</p>",
         "".join(f'<p class="note">{_e(n)}</p>' for n in notes),
         f'<section id="headline"><div class="runs">{headlines}</div></section>',
+        *([f'<section id="found"><h2>What the signals found</h2><div class="runs">'
+           + "".join(by_steps.render_findings(r) for r in reports) + "</div></section>"] if over_steps else []),
         f'<section id="figures"><div class="figures{" compare" if len(runs) > 1 else ""}">'
-        f"{_figures(reports, KEY_FIGURES)}</div></section>",
+        f"{_figures(reports, key_figures)}</div></section>",
         _group_health(reports),
         f'<section id="patterns"><h2>Failure patterns, in words</h2>'
         f'<div class="runs">{words}</div></section>',
@@ -361,5 +385,6 @@ def build_report(store: Store, params=None, *, title: str, label: str = "run", e
     other = None
     if compare_with is not None:
         other_store, other_label = compare_with
-        other = (other_store, compute_drift(other_store, params, label=other_label, embedder=embedder))
+        other = (other_store, compute_drift(other_store, (params or DriftParams()).like(report), label=other_label,
+                                            embedder=embedder))
     return render_report(store, report, title=title, notes=notes, compare_with=other, **options)

@@ -44,7 +44,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 VERDICTS = ("pending", "accepted", "rejected")
 
-SYNTHESIZERS = Registry("synthesizer", entry_point_group="coevolve_engine.synthesizers")
+SYNTHESIZERS = Registry(
+    "synthesizer", entry_point_group="coevolve_engine.synthesizers",
+    unknown_hint=("A synthesizer implements coevolve_engine.core.candidates.Synthesizer and comes from a package "
+                  "that declares it in the entry-point group coevolve_engine.synthesizers, by convention as "
+                  "offline:ENV beside its environment; see docs/environments.md"))
 SYNTHESIZERS.register(
     "offline:bfcl",
     "coevolve_engine.adapters.environments.bfcl.synthesizer:OfflineBFCLSynthesizer",
@@ -210,7 +214,33 @@ class SynthesisReport:
 MAX_CANDIDATES = 10_000
 
 
-def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "offline:bfcl",
+def default_synthesizer(store: "Store", round: int | None = None) -> str:
+    """The offline synthesizer of the environment of the tasks in ``round``'s failure patterns (default: the
+    latest round with patterns; the most common environment there): ``offline:ENV``, as a built-in or a plugin
+    registers it beside its environment."""
+    if round is None:
+        round = latest_pattern_round(store)
+    env = store.scalar(
+        "SELECT k.env FROM pattern_members AS m JOIN failure_patterns AS p USING (pattern_id) "
+        "JOIN trajectories AS t USING (trajectory_id) JOIN tasks AS k USING (task_id) "
+        "WHERE p.round = $round AND k.env IS NOT NULL GROUP BY k.env ORDER BY count(*) DESC, k.env LIMIT 1",
+        {"round": round})
+    if env is None:
+        env = store.scalar("SELECT env FROM tasks WHERE env IS NOT NULL GROUP BY env "
+                           "ORDER BY count(*) DESC, env LIMIT 1")
+    if env is None:
+        raise CoevolveError("no task in the store names its environment (tasks.env), so there is no default "
+                            "synthesizer: pass --synthesizer (offline:bfcl, offline:calc, llm, ...)")
+    name = f"offline:{env}"
+    if name not in SYNTHESIZERS.entries:
+        raise CoevolveError(
+            f"the tasks are of environment {env!r}, which registers no offline synthesizer ({name} in the "
+            f"entry-point group coevolve_engine.synthesizers); pass --synthesizer llm --model M to write tasks "
+            f"with a model, or see docs/environments.md for adding one. Known: {', '.join(SYNTHESIZERS.names())}")
+    return name
+
+
+def synthesize(store: "Store", *, round: int | None = None, synthesizer: str | None = None,
                max_candidates: int = 20, seed: int = 0, options: Mapping[str, Any] | None = None,
                context: PluginContext | None = None) -> SynthesisReport:
     """Propose candidates for the failure patterns of ``round`` (default: the latest) and store them as pending.
@@ -220,10 +250,12 @@ def synthesize(store: "Store", *, round: int | None = None, synthesizer: str = "
 
     Proposing is deterministic in ``seed``, and a candidate already stored is not added again, so running the
     same call twice adds nothing the second time. The synthesizer is built from ``options`` and ``context``
-    (``SYNTHESIZERS.build``).
+    (``SYNTHESIZERS.build``); without one, it is the offline synthesizer of the tasks' own environment
+    (``default_synthesizer``).
     """
     if not 1 <= max_candidates <= MAX_CANDIDATES:
         raise CoevolveError(f"max_candidates must be in [1, {MAX_CANDIDATES:,}], got {max_candidates:,}")
+    synthesizer = synthesizer or default_synthesizer(store, round)
     guided = SYNTHESIZERS.load(synthesizer).needs_patterns
     if round is None:
         round = latest_pattern_round(store)
