@@ -11,11 +11,11 @@ from coevolve_engine.cli.options import ROUNDS, SEED
 
 @click.command(epilog="""\b
 Examples:
-  coevolve-engine demo                          ./coevolve-demo, 8 rounds (7 min 21 s measured on a quiet
+  coevolve-engine demo                          ./coevolve-demo, 8 rounds (6 min 10 s measured on a quiet
                                                 2-core CPU machine; README, "The demo")
   coevolve-engine demo --dir /tmp/d --rounds 4  fewer rounds; a rerun with more adds the missing ones
-  coevolve-engine demo --quick                  2 short rounds on a few tasks, what the tests run (151 s
-                                                measured on the 2-core machine at load 8.4)""")
+  coevolve-engine demo --quick                  2 short rounds on a few tasks, what the tests run (40 s
+                                                measured on the quiet 2-core machine)""")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), default=Path("coevolve-demo"),
               show_default=True, help="Where the store, the policy, the checkpoints and run.toml go.")
 @click.option("--rounds", type=ROUNDS, default=None, help="Rounds to finish. [default: 8; 2 --quick]")
