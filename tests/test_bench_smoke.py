@@ -124,7 +124,8 @@ SCRIPTS: dict[str, list[str]] = {
                       r"^4\. verl's dump back into the store", r"^all checks passed against verl "],
 }
 #: Modules of bench/ that scripts import and that are not scripts themselves.
-HELPERS = {"curriculum_stats.py": "the curriculum benchmark's statistics, imported by curriculum_bench.py"}
+HELPERS = {"curriculum_stats.py": "the curriculum benchmark's statistics, imported by curriculum_bench.py",
+           "verl_episodes.py": "verl_check.py's multi-turn episodes and dump, imported by verl_check.py"}
 #: Scripts that need what the project does not install: (environment variable that provides it, why, the
 #: arguments it adds).
 NEEDS = {"verl_check.py": ("COEVOLVE_VERL_VENV", "set COEVOLVE_VERL_VENV to a venv with verl (python "
