@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from coevolve_engine.loop.config import RunConfig
-from coevolve_engine.loop_cost import LOOP_COST_SQL, PAPER_COST, loop_cost_numbers, percent  # noqa: F401
+from coevolve_engine.loop_cost import PAPER_COST, loop_cost_numbers, percent
 from coevolve_engine.store import Store
 
 ROUND_SIGNALS_SQL = """

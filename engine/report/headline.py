@@ -14,11 +14,12 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from coevolve_engine.loop_cost import LABEL, percent
+from coevolve_engine.loop_cost import LABEL, LOOP_COST_SQL, percent
 from coevolve_engine.store import Store
 
-HEADLINE_SQL = """
-WITH evaluated AS (
+HEADLINE_SQL = f"""
+WITH cost AS ({LOOP_COST_SQL.strip()}),
+evaluated AS (
     SELECT step, success_rate, tasks, created_at FROM evaluations WHERE step IS NOT NULL
 ),
 first_eval AS (SELECT * FROM evaluated ORDER BY step, created_at LIMIT 1),
@@ -36,16 +37,10 @@ SELECT
     (SELECT count(*) FROM tasks WHERE split = 'train' AND source = 'synthesized') AS tasks_added,
     (SELECT count(*) FROM candidates) AS candidates,
     (SELECT count(*) FROM candidates WHERE verdict = 'accepted') AS accepted,
-    (SELECT sum(seconds) FROM run_phases WHERE phase IN ('warmup', 'train')) AS training_seconds,
-    (SELECT sum(seconds) FROM run_phases WHERE phase IN ('signals', 'patterns', 'synthesize', 'validate'))
-        AS feedback_seconds,
-    (SELECT sum(seconds) FROM run_phases WHERE phase = 'eval') AS eval_seconds,
     (SELECT sum(seconds) FROM run_phases) AS run_seconds,
-    (SELECT count(*) FROM round_costs WHERE status = 'finished' AND training_seconds > 0) AS cost_rounds,
-    (SELECT sum(training_seconds) FROM round_costs WHERE status = 'finished' AND training_seconds > 0)
-        AS cost_training_seconds,
-    (SELECT sum(feedback_seconds) FROM round_costs WHERE status = 'finished' AND training_seconds > 0)
-        AS cost_feedback_seconds
+    (SELECT rounds FROM cost) AS cost_rounds,
+    (SELECT training FROM cost) AS cost_training_seconds,
+    (SELECT feedback FROM cost) AS cost_feedback_seconds
 """
 
 
