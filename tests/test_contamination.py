@@ -40,6 +40,15 @@ def verdicts(db) -> dict[str, tuple[str, str, str]]:
             for cid, synth, reason, checks in rows}
 
 
+def assert_refused_naming_their_source(found: dict[str, tuple[str, str, str]], copies) -> None:
+    """Each planted copy refused as contaminated, naming the held-out task it copies, at the gate's threshold."""
+    for copy_ in copies:
+        _, reason, detail = found[copy_.candidate_id]
+        assert reason == "contaminated", (copy_.prompt, detail)
+        assert detail.startswith(f"nearest held-out task {copy_.provenance['copy_of']}: similarity "), detail
+        assert float(detail.split("similarity ")[1].split()[0]) >= contamination.DEFAULT_THRESHOLD
+
+
 def embedder_for(db):
     with Store(db) as store:
         texts = [r[0] for r in store.execute("SELECT prompt FROM tasks UNION SELECT prompt FROM candidates").fetchall()]
@@ -108,11 +117,7 @@ def calc_round(tmp_path_factory):
 def test_every_planted_calc_copy_is_refused_naming_its_held_out_task(calc_round):
     db, copies = calc_round
     found = verdicts(db)
-    for copy_ in copies:
-        _, reason, detail = found[copy_.candidate_id]
-        assert reason == "contaminated", (copy_.prompt, detail)
-        assert detail.startswith(f"nearest held-out task {copy_.provenance['copy_of']}: similarity "), detail
-        assert float(detail.split("similarity ")[1].split()[0]) >= contamination.DEFAULT_THRESHOLD
+    assert_refused_naming_their_source(found, copies)
 
 
 def test_a_normal_calc_round_goes_through_but_for_one_literal_variants_of_held_out_tasks(calc_round):
@@ -196,10 +201,7 @@ def bfcl_round(tmp_path_factory):
 def test_every_planted_bfcl_draft_copy_is_refused_and_the_normal_round_is_not(bfcl_round):
     db, copies = bfcl_round
     found = verdicts(db)
-    for copy_ in copies:
-        _, reason, detail = found[copy_.candidate_id]
-        assert reason == "contaminated", detail
-        assert detail.startswith(f"nearest held-out task {copy_.provenance['copy_of']}: similarity "), detail
+    assert_refused_naming_their_source(found, copies)
     normal = [v for v in found.values() if v[0] == "offline:bfcl"]
     refused = [v for v in normal if v[1] == "contaminated"]
     print(f"bfcl normal round: {len(refused)} of {len(normal)} refused as contaminated")
