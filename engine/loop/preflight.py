@@ -54,8 +54,11 @@ def check_plugins(run: RunContext) -> None:
              lambda: STRATEGIES.build(config.curriculum.strategy, config.curriculum.settings, run.plugins()))
     if config.feedback:
         _checked("synthesis.synthesizer", lambda: SYNTHESIZERS.load(config.synthesis.synthesizer))
-        _checked("synthesis.options", lambda: SYNTHESIZERS.build(config.synthesis.synthesizer,
-                                                                 config.synthesis.options, run.plugins()))
+        from coevolve_engine.loop.feedback import synthesizer_options
+
+        _checked("synthesis.options" + (" and synthesis.kinds" if config.synthesis.kinds else ""),
+                 lambda: SYNTHESIZERS.build(config.synthesis.synthesizer, synthesizer_options(config),
+                                            run.plugins()))
 
 
 def check_launcher(launcher: str) -> None:

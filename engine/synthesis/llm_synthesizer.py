@@ -159,6 +159,9 @@ class ExplorationSynthesizer(Synthesizer):
     """What every LLM synthesizer shares: the explorer and abstraction clients, and ``explore_and_abstract``
     (one exploration episode in a world, then the ``abstract`` prompt turning it into task drafts)."""
 
+    #: takes ``kinds`` (the run's ``synthesis.kinds`` is handed to it)
+    writes_kinds = True
+
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: PluginContext) -> "ExplorationSynthesizer":
         """Built with the store the run reads (``store_path``), unless the options name one."""
