@@ -262,3 +262,17 @@ def test_the_run_hands_its_kinds_to_llm_synthesizers_only():
     assert synthesizer_options(config) == {"kinds": {"base": 1, "miss_func": 1}, "model": "m"}
     config.synthesis.synthesizer = "offline:bfcl"
     assert synthesizer_options(config) == {"model": "m"}
+
+
+def test_the_commands_take_kinds_and_name_a_wrong_one(tmp_path):
+    from click.testing import CliRunner
+
+    from coevolve_engine.cli import cli
+
+    db = str(tmp_path / "kinds.duckdb")
+    result = CliRunner().invoke(cli, ["bootstrap", "--env", "bfcl", "--explorer-model", "openai/scripted", "--n", "1",
+                                      "--kinds", "base=1,chatty=1", "--no-progress", "--create", "--db", db])
+    assert result.exit_code != 0 and "kinds: 'chatty' not written by this environment" in result.output, result.output
+    result = CliRunner().invoke(cli, ["synthesize", "--synthesizer", "llm", "--model", "m", "--kinds", "base",
+                                      "--db", db])
+    assert result.exit_code == 2 and "'base' is not KIND=SHARE" in result.output, result.output
