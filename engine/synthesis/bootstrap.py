@@ -271,7 +271,8 @@ def bootstrap(
     overrides it for the explorer). seed: picks the worlds. round: the candidates' round (D_0 is round 0's).
     max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts abstracted from each
     exploration. kinds: the share of each kind of task asked for (for BFCL: base, miss_func, miss_param,
-    long_context; default base only), drawn per world from ``seed``. novelty_threshold, contamination_threshold, agent, k, max_success_rate, judge, embedder:
+    long_context; default base only), drawn per world from ``seed``. novelty_threshold, contamination_threshold,
+    agent, k, max_success_rate, judge, embedder:
     validation's options
     (``validate_candidates``). progress: called with one line of text per explored world and per batch.
     """

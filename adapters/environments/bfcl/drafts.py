@@ -142,7 +142,8 @@ def _missed_function(draft: dict[str, Any], kind: str) -> dict[str, list[str]]:
     missed = draft.get("missed_function") or {}
     if kind != "miss_func":
         if missed:
-            raise DraftError(f"field 'missed_function': only a miss_func draft holds functions back, this one is {kind}")
+            raise DraftError(f"field 'missed_function': only a miss_func draft holds functions back, this one is "
+                             f"{kind}")
         return {}
     if not isinstance(missed, dict) or not missed:
         raise DraftError("field 'missed_function': a miss_func draft maps a release turn to the functions it "
@@ -159,7 +160,8 @@ def _missed_parameter(draft: dict[str, Any], kind: str) -> dict[str, Any] | None
     parameter = draft.get("missed_parameter")
     if kind != "miss_param":
         if parameter:
-            raise DraftError(f"field 'missed_parameter': only a miss_param draft leaves a value out, this one is {kind}")
+            raise DraftError(f"field 'missed_parameter': only a miss_param draft leaves a value out, this one is "
+                             f"{kind}")
         return None
     if not isinstance(parameter, dict):
         raise DraftError("field 'missed_parameter': a miss_param draft names {\"turn\": k, \"parameter\": NAME, "
@@ -216,6 +218,8 @@ def kind_problems(spec: dict[str, Any]) -> list[str]:
             problems.append("a miss_func task holds no function back ('missed_function' is empty)")
         for turn, names in sorted(missed.items(), key=lambda item: int(item[0])):
             release = int(turn)
+            if release == 0:
+                problems.append(f"turn 0 releases {', '.join(names)}: nothing is held back before the first turn")
             for name in names:
                 early = [index for index in range(min(release, len(calls)))
                          if any(call.name == name for call in calls[index])]
@@ -267,7 +271,8 @@ def _miss_param_problems(spec: dict[str, Any], calls: list[list[Any]]) -> list[s
         problems.append(f"turn {turn} lacks {name} but its ground truth is not empty (BFCL's is [] there)")
     if _mentions(_user_text(spec["turns"][turn]), value):
         problems.append(f"turn {turn} is to lack {name} but its user message states {value!r}")
-    later = [index for index in range(turn + 1, len(spec["turns"])) if _mentions(_user_text(spec["turns"][index]), value)]
+    later = [index for index in range(turn + 1, len(spec["turns"]))
+             if _mentions(_user_text(spec["turns"][index]), value)]
     if not later:
         problems.append(f"no user turn after turn {turn} gives {name} = {value!r}")
     used = any(call.name and _same(call.arguments.get(name), value)

@@ -113,4 +113,4 @@ class BFCLEnvironment(Environment):
         return dict(drafts.KIND_INSTRUCTIONS)
 
     def kind_problems(self, spec: dict[str, Any]) -> list[str]:
-        return drafts.kind_problems(spec) if spec.get("kind") == "multi_turn" else []
+        return drafts.kind_problems(spec) if isinstance(spec, dict) and spec.get("kind") == "multi_turn" else []
