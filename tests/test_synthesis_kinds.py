@@ -276,3 +276,16 @@ def test_the_commands_take_kinds_and_name_a_wrong_one(tmp_path):
     result = CliRunner().invoke(cli, ["synthesize", "--synthesizer", "llm", "--model", "m", "--kinds", "base",
                                       "--db", db])
     assert result.exit_code == 2 and "'base' is not KIND=SHARE" in result.output, result.output
+
+
+def test_a_run_refuses_kinds_its_environment_does_not_write_before_it_starts(tmp_path):
+    from coevolve_engine.loop import RunLoop
+    from coevolve_engine.loop.config import ConfigError
+    from coevolve_engine.loop.config_files import load_config
+    from coevolve_engine.loop.preflight import check_plugins
+
+    config = load_config(None, ["trainer.model=p", "env=calc", "synthesis.synthesizer=llm",
+                                "synthesis.options={model = 'm'}", "synthesis.kinds={base = 1, miss_func = 1}"])
+    with pytest.raises(ConfigError, match=re.escape("synthesis.kinds: kinds: 'miss_func' not written by this "
+                                                    "environment; it writes base")):
+        check_plugins(RunLoop(tmp_path / "s.duckdb", config).context)

@@ -34,6 +34,10 @@ def check_plugins(run: RunContext) -> None:
 
     config = run.config
     _checked("env", lambda: run.environment)
+    if config.synthesis.kinds:  # the kinds the environment writes, before any model is asked for one
+        from coevolve_engine.synthesis.llm_synthesizer import check_kinds
+
+        _checked("synthesis.kinds", lambda: check_kinds(config.synthesis.kinds, run.environment.draft_kinds()))
     trainer = _checked("trainer.name", lambda: TRAINERS.load(config.trainer.name))
     # the options exactly as the train phase hands them over: the run's [episode] settings included
     options = _checked("trainer.options", lambda: episode_options(config.trainer.name, config.episode,
