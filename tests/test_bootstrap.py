@@ -222,7 +222,7 @@ def test_bootstrap_explores_unguided_until_n_tasks_are_accepted_and_a_rerun_adds
             assert (pattern_id, signal, round_) == (None, None, 0)
             assert provenance["world_id"] == world_name("bfcl", SEED, provenance["world"])
             assert provenance["explorer_model"] == "openai/scripted" and provenance["exploration_actions"]
-            assert provenance["prompt_versions"] == ["explore_unguided@1", "abstract@1"]
+            assert provenance["prompt_versions"] == ["explore_unguided@1", "abstract@2"]
             if verdict == "accepted":
                 spec = json.loads(spec)
                 assert (split, source) == ("train", "synthesized")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import SEED, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.synthesis import kinds_option
 
 
 @click.command(epilog="""\b
@@ -40,6 +41,7 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
               help="Reject a task whose prompt has a cosine similarity at least this high to a stored training "
                    "task's or to one accepted before it. A task whose prompt is an eval task's is always rejected.")
 @click.option("--no-cache", is_flag=True, help="Ask the models again even for requests answered before.")
+@kinds_option()
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show a progress bar on a terminal, a line per explored world otherwise.")
 @long_job("bootstrap", can_create=True)
@@ -48,7 +50,7 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
 def bootstrap(env: str, explorer_model: str, model: str | None, n: int, seed: int, max_worlds: int | None,
               tasks_per_world: int, max_explore_steps: int, api_base: str | None, api_key: str | None,
               timeout: float, retries: int, explorer_api_base: str | None, novelty_threshold: float,
-              no_cache: bool, progress: bool, db: Path, wait: float) -> None:
+              no_cache: bool, kinds: dict[str, float] | None, progress: bool, db: Path, wait: float) -> None:
     """Build D_0, the initial training tasks, by unguided exploration of the environment.
 
     An explorer model acts in worlds of the environment that come from no eval task; each exploration is
@@ -64,7 +66,7 @@ def bootstrap(env: str, explorer_model: str, model: str | None, n: int, seed: in
         report = build(db, env=env, n=n, explorer_model=explorer_model, model=model, api_base=api_base,
                        api_key=api_key, explorer_api_base=explorer_api_base, seed=seed, max_worlds=max_worlds,
                        tasks_per_world=tasks_per_world, max_explore_steps=max_explore_steps, timeout=timeout,
-                       retries=retries, cache=not no_cache, novelty_threshold=novelty_threshold, wait=wait,
+                       retries=retries, cache=not no_cache, novelty_threshold=novelty_threshold, wait=wait, kinds=kinds,
                        progress=(lambda line: detail(display, line)) if progress else None)
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.rejected.items()))
     skipped = f" ({report.skipped} explored by an earlier run, skipped)" if report.skipped else ""

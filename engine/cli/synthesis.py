@@ -20,6 +20,31 @@ def round_option(help: str):
     return click.option("--round", "round_", type=ROUND, default=None, help=help)
 
 
+class Kinds(click.ParamType):
+    """KIND=SHARE,...: the share of each kind of task an LLM synthesizer asks its model for."""
+
+    name = "KIND=SHARE,..."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, dict):
+            return value
+        shares = {}
+        for item in filter(None, (part.strip() for part in str(value).split(","))):
+            kind, _, share = item.partition("=")
+            try:
+                shares[kind.strip()] = float(share)
+            except ValueError:
+                self.fail(f"{item!r} is not KIND=SHARE (e.g. base=1,miss_func=1)", param, ctx)
+        return shares
+
+
+def kinds_option(what: str = ""):
+    return click.option("--kinds", type=Kinds(), default=None,
+                        help=f"{what + ': t' if what else 'T'}he share of each kind of task asked for, e.g. base=1,"
+                             "miss_func=1,miss_param=1,long_context=1 (BFCL's multi-turn kinds, drawn per task from "
+                             "--seed); default: base only.")
+
+
 @click.command(epilog="""\b
 Examples:
   coevolve-engine synthesize --max-candidates 50
@@ -49,14 +74,15 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
               help="Candidates to propose in all, shared among the patterns in proportion to their size.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of every random choice: the same store and seed give the same candidates.")
+@kinds_option("llm, llm-unguided")
 @long_job("synthesize")
 @db_option
 @wait_option
 def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None, explorer_model: str | None,
                api_base: str | None, api_key: str | None, timeout: float, retries: int,
                explorer_api_base: str | None, tasks_per_pattern: int,
-               max_explore_steps: int, no_cache: bool, max_candidates: int, seed: int, db: Path,
-               wait: float) -> None:
+               max_explore_steps: int, no_cache: bool, max_candidates: int, seed: int,
+               kinds: dict[str, float] | None, db: Path, wait: float) -> None:
     """Propose candidate tasks for a round's failure patterns and store them as pending.
 
     The tasks that each pattern's member trajectories attempted are the seeds; the pattern's dominant signal
@@ -71,7 +97,7 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
             raise click.UsageError(f"--synthesizer {synthesizer} needs --model")
         options = dict(model=model, explorer_model=explorer_model, api_base=api_base,
                        explorer_api_base=explorer_api_base, api_key=api_key, max_explore_steps=max_explore_steps,
-                       cache=not no_cache, timeout=timeout, retries=retries)
+                       cache=not no_cache, timeout=timeout, retries=retries, kinds=kinds)
         if synthesizer == "llm":
             options["tasks_per_pattern"] = tasks_per_pattern
         else:
@@ -88,6 +114,7 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
 @click.command(epilog="""\b
 Checks, in order; the first that fails is the candidate's reason:
   synthesis      the synthesizer wrote a task (an LLM answer that never fit the schema is kept, rejected)
+  kind           (a task written as a kind) it keeps the kind's rules (BFCL: miss_func, miss_param, long_context)
   schema         the environment accepts the spec
   contaminated   (when its environment has eval tasks) its task words' similarity to every eval task < threshold
                  (masked words and keyed literals of every user turn: other numbers, names or sentence order

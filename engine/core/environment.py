@@ -150,6 +150,15 @@ class Environment(ABC):
         """The task spec of a draft (matching ``draft_schema``) set in the seed task's world."""
         raise NotImplementedError(f"environment {self.name!r} does not support LLM-written tasks")
 
+    def draft_kinds(self) -> dict[str, str]:
+        """The kinds of task a draft can be written as, each with what the writing model is told about it
+        (the abstraction prompt's ``$kinds``). Every environment writes ``base`` tasks."""
+        return {"base": "every turn's user message states every value its calls need."}
+
+    def kind_problems(self, spec: dict[str, Any]) -> list[str]:
+        """Why a spec written as one of ``draft_kinds`` breaks that kind's rules; empty when it keeps them."""
+        return []
+
 
 def replay(
     environment: Environment, task_id: str, spec: dict[str, Any], solution: list[list[ToolCall]]

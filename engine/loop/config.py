@@ -115,6 +115,10 @@ class SynthesisConfig:
                                      "empty: no summaries.")
     options: dict = setting({}, "The synthesizer's own settings (llm: model, explorer_model, api_base, "
                                 "tasks_per_pattern, max_explore_steps).")
+    kinds: dict = setting({}, "Share of each kind of task the LLM synthesizers (llm, llm-unguided) and the "
+                              "bootstrap ask their model for, drawn per task from the run's seed; BFCL's kinds: "
+                              "base, miss_func, miss_param, long_context (its own multi-turn mix: 1 each). "
+                              "{}: base only.")
 
 
 @dataclass

@@ -113,10 +113,19 @@ def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     run.detail(label, f"{c.synthesizer}: up to {c.max_candidates} candidates {what}")
     with run.store() as store:
         report = propose(store, round=round_, synthesizer=c.synthesizer, max_candidates=c.max_candidates, seed=seed,
-                         options=c.options, context=run.plugins())
+                         options=synthesizer_options(run.config), context=run.plugins())
         pending = store.scalar("SELECT count(*) FROM candidates WHERE round = $r", {"r": round_})
     return {"patterns": patterns, "proposed": report.proposed, "added": report.added, "candidates": pending,
             "by_signal": dict(report.by_signal)}
+
+
+def synthesizer_options(config) -> dict[str, Any]:
+    """``synthesis.options``, with ``synthesis.kinds`` for a synthesizer that writes kinds (``writes_kinds``)."""
+    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+
+    c = config.synthesis
+    takes = c.kinds and getattr(SYNTHESIZERS.load(c.synthesizer), "writes_kinds", False)
+    return {"kinds": c.kinds, **c.options} if takes else dict(c.options)
 
 
 def describe_synthesize(o: dict[str, Any]) -> str:

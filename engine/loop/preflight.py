@@ -34,6 +34,10 @@ def check_plugins(run: RunContext) -> None:
 
     config = run.config
     _checked("env", lambda: run.environment)
+    if config.synthesis.kinds:  # the kinds the environment writes, before any model is asked for one
+        from coevolve_engine.synthesis.llm_synthesizer import check_kinds
+
+        _checked("synthesis.kinds", lambda: check_kinds(config.synthesis.kinds, run.environment.draft_kinds()))
     trainer = _checked("trainer.name", lambda: TRAINERS.load(config.trainer.name))
     # the options exactly as the train phase hands them over: the run's [episode] settings included
     options = _checked("trainer.options", lambda: episode_options(config.trainer.name, config.episode,
@@ -54,8 +58,11 @@ def check_plugins(run: RunContext) -> None:
              lambda: STRATEGIES.build(config.curriculum.strategy, config.curriculum.settings, run.plugins()))
     if config.feedback:
         _checked("synthesis.synthesizer", lambda: SYNTHESIZERS.load(config.synthesis.synthesizer))
-        _checked("synthesis.options", lambda: SYNTHESIZERS.build(config.synthesis.synthesizer,
-                                                                 config.synthesis.options, run.plugins()))
+        from coevolve_engine.loop.feedback import synthesizer_options
+
+        _checked("synthesis.options" + (" and synthesis.kinds" if config.synthesis.kinds else ""),
+                 lambda: SYNTHESIZERS.build(config.synthesis.synthesizer, synthesizer_options(config),
+                                            run.plugins()))
 
 
 def check_launcher(launcher: str) -> None:

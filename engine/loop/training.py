@@ -25,7 +25,8 @@ def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     run.detail(label, f"{b.n} tasks by unguided exploration with {b.explorer_model}")
     options = {"novelty_threshold": c.validation.novelty_threshold,
                "contamination_threshold": c.validation.contamination_threshold, "wait": run.wait,
-               "progress": lambda line: run.detail(label, line), **b.options}
+               "progress": lambda line: run.detail(label, line),
+               **({"kinds": c.synthesis.kinds} if c.synthesis.kinds else {}), **b.options}
     report = build_tasks(run.db, env=c.env, n=b.n, explorer_model=b.explorer_model, model=b.model or None,
                          api_base=b.api_base or None, seed=c.seed, round=0, **options)
     with run.store(read_only=True) as store:

@@ -54,7 +54,7 @@ from coevolve_engine.registry import PluginContext
 from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
-from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer
+from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer, check_kinds
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents import Agent
@@ -101,18 +101,20 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
                  explorer_model: str | None = None, api_base: str | None = None, api_key: str | None = None,
                  explorer_api_base: str | None = None, tasks_per_world: int = 1, max_explore_steps: int = 12,
                  min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
-                 cache: bool = True) -> None:
+                 cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
         if tasks_per_world < 1:
             raise ValueError(f"tasks_per_world must be >= 1, got {tasks_per_world}")
         super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
                          api_key=api_key, explorer_api_base=explorer_api_base, max_explore_steps=max_explore_steps,
-                         min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache)
+                         min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache,
+                         kinds=kinds)
         self.env = env
         self.tasks_per_world = tasks_per_world
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int, seed: int,
                 round: int | None = None) -> list[Candidate]:
         env = _environment(self.env or _pattern_env(patterns))
+        check_kinds(self.kinds, env.draft_kinds())
         worlds = _worlds(env, math.ceil(max_candidates / self.tasks_per_world), seed)
         held_out = eval_prompts(store, env.name)
         candidates: list[Candidate] = []
@@ -149,7 +151,8 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
         try:
             written = self.explore_and_abstract(
                 env, world, label=f"explore/{world_id}", explore_prompt=explore_prompt,
-                abstract_prompt=abstract_prompt, values=values, provenance=provenance, wanted=self.tasks_per_world)
+                abstract_prompt=abstract_prompt, values=values, provenance=provenance, wanted=self.tasks_per_world,
+                seed=seed)
         except ExplorationFailed as exc:
             spec = {"unwritten": True, "world_id": world_id, "stage": exc.stage, "error": exc.error}
             return [candidate("", spec, {**provenance, "synthesis_error": str(exc)})]
@@ -249,6 +252,7 @@ def bootstrap(
     timeout: float = 60.0,
     retries: int = 2,
     cache: bool = True,
+    kinds: Mapping[str, float] | None = None,
     novelty_threshold: float = 0.95,
     contamination_threshold: float = CONTAMINATION_THRESHOLD,
     agent: "Agent | None" = None,
@@ -266,7 +270,9 @@ def bootstrap(
     the exploration (default: explorer_model). api_base/api_key: where both are served (explorer_api_base
     overrides it for the explorer). seed: picks the worlds. round: the candidates' round (D_0 is round 0's).
     max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts abstracted from each
-    exploration. novelty_threshold, contamination_threshold, agent, k, max_success_rate, judge, embedder:
+    exploration. kinds: the share of each kind of task asked for (for BFCL: base, miss_func, miss_param,
+    long_context; default base only), drawn per world from ``seed``. novelty_threshold, contamination_threshold,
+    agent, k, max_success_rate, judge, embedder:
     validation's options
     (``validate_candidates``). progress: called with one line of text per explored world and per batch.
     """
@@ -284,7 +290,8 @@ def bootstrap(
         store_path=store_path, model=model or explorer_model, env=env, explorer_model=explorer_model,
         api_base=api_base, api_key=api_key, explorer_api_base=explorer_api_base, tasks_per_world=tasks_per_world,
         max_explore_steps=max_explore_steps, min_calls=min_calls, temperature=temperature, timeout=timeout,
-        retries=retries, cache=cache)
+        retries=retries, cache=cache, kinds=kinds)
+    check_kinds(synthesizer.kinds, environment.draft_kinds())
     if embedder is None:  # one for every batch, so the model loads once
         from coevolve_engine.embeddings import Embedder
 

@@ -10,6 +10,13 @@ For a pattern, with its LLM summary (``summarize``) as guidance:
    (for BFCL: the user's turns, the ground-truth calls per turn, a completion criterion), validated against the
    environment's draft schema; each draft is set in the seed task's world as a candidate.
 
+**Kinds.** Each task is asked for as one of the environment's kinds (``Environment.draft_kinds``; for BFCL
+the multi-turn categories base, miss_func, miss_param, long_context), drawn with the ``kinds`` shares (default:
+base only) from ``random.Random(f"{seed}:{label}:kinds")``, so the same seed asks for the same kinds. The
+abstraction prompt says which kind each task is to be; a draft written as another kind, or whose kind fields
+do not parse (``DraftError`` or ``ValueError`` from ``spec_from_draft``), is kept with a ``synthesis_error``
+naming the draft and the field. Provenance records ``kind``.
+
 Every model call goes through ``LLMClient`` and so is logged (and cached) in ``llm_calls``. A pattern whose
 exploration or abstraction fails still yields one candidate, carrying the failure as its ``synthesis_error``,
 which validation rejects with that reason: nothing is lost silently.
@@ -21,6 +28,7 @@ followed by the ``abstract`` prompt); the unguided synthesizer that bootstraps D
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -95,6 +103,40 @@ def _tool_names(tools: list[dict[str, Any]]) -> str:
     )
 
 
+def check_kinds(kinds: Mapping[str, float] | None, offered: Mapping[str, str]) -> dict[str, float]:
+    """The kind shares to draw from: ``kinds`` normalised to sum 1 (None or empty: base only). Raises
+    ``CoevolveError`` naming a kind the environment does not write or a share that is not a number >= 0."""
+    if not kinds:
+        return {"base": 1.0}
+    if not isinstance(kinds, Mapping):
+        raise CoevolveError(f"kinds must be a table of kind = share, got {kinds!r}")
+    unknown = [kind for kind in kinds if kind not in offered]
+    if unknown:
+        raise CoevolveError(f"kinds: {', '.join(map(repr, unknown))} not written by this environment; it writes "
+                            f"{', '.join(offered)}")
+    for kind, share in kinds.items():
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not share >= 0:
+            raise CoevolveError(f"kinds.{kind}: a share must be a number >= 0, got {share!r}")
+    total = float(sum(kinds.values()))
+    if total <= 0:
+        raise CoevolveError(f"kinds: the shares sum to {total:g}; at least one must be positive")
+    return {kind: share / total for kind, share in kinds.items() if share > 0}
+
+
+def draw_kinds(shares: Mapping[str, float], n: int, *, seed: int, label: str) -> list[str]:
+    """``n`` kinds drawn with ``shares`` from ``random.Random(f"{seed}:{label}:kinds")``."""
+    rng = random.Random(f"{seed}:{label}:kinds")
+    names = sorted(shares)
+    return rng.choices(names, weights=[shares[name] for name in names], k=n)
+
+
+def describe_kinds(asked: Sequence[str], offered: Mapping[str, str]) -> str:
+    """The prompt's $kinds: which kind each task is to be, and what that kind means."""
+    lines = [f"Task {index + 1}: kind {kind}" for index, kind in enumerate(asked)]
+    lines += [f"- {kind}: {offered[kind]}" for kind in dict.fromkeys(asked)]
+    return "\n".join(lines)
+
+
 class ExplorationFailed(CoevolveError):
     """Exploration or abstraction gave no task; ``stage`` says which ('exploration' or 'abstraction')."""
 
@@ -117,6 +159,9 @@ class ExplorationSynthesizer(Synthesizer):
     """What every LLM synthesizer shares: the explorer and abstraction clients, and ``explore_and_abstract``
     (one exploration episode in a world, then the ``abstract`` prompt turning it into task drafts)."""
 
+    #: takes ``kinds`` (the run's ``synthesis.kinds`` is handed to it)
+    writes_kinds = True
+
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: PluginContext) -> "ExplorationSynthesizer":
         """Built with the store the run reads (``store_path``), unless the options name one."""
@@ -125,20 +170,27 @@ class ExplorationSynthesizer(Synthesizer):
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
                  max_explore_steps: int = 12, min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0,
-                 retries: int = 2, cache: bool = True) -> None:
+                 retries: int = 2, cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
         common = dict(temperature=temperature, timeout=timeout, retries=retries, cache=cache)
         self.client = LLMClient(store_path, model, api_base=api_base, api_key=api_key, **common)
         self.explorer = LLMClient(store_path, explorer_model or model, api_base=explorer_api_base or api_base,
                                   api_key=api_key, **common)
         self.max_explore_steps = max_explore_steps
         self.min_calls = min_calls
+        self.kinds = dict(kinds or {})
+        check_kinds(self.kinds, {kind: "" for kind in self.kinds})  # the shares; the kinds once the env is known
+
+    def ask_kinds(self, env: "Environment", n: int, *, seed: int, label: str) -> list[str]:
+        """The kinds the ``n`` tasks abstracted under ``label`` are asked to be (see the module doc)."""
+        return draw_kinds(check_kinds(self.kinds, env.draft_kinds()), n, seed=seed, label=label)
 
     def explore_and_abstract(self, env: "Environment", seed_spec: dict[str, Any], *, label: str,
                              explore_prompt: Prompt, abstract_prompt: Prompt, values: dict[str, Any],
-                             provenance: dict[str, Any], wanted: int) -> list[WrittenTask]:
+                             provenance: dict[str, Any], wanted: int, seed: int = 0) -> list[WrittenTask]:
         """Explore ``seed_spec``'s world as episode ``label``, then abstract at most ``wanted`` tasks from it.
 
-        ``values`` fill both prompts (``exploration`` and ``tools`` are added here); ``provenance`` gets
+        ``values`` fill both prompts (``exploration``, ``tools`` and ``kinds`` are added here: the kinds asked
+        are drawn from ``seed`` and ``label``); ``provenance`` gets
         ``exploration_actions`` and ``abstraction_call`` as they become known, so a failure raised after them
         (``ExplorationFailed``) still finds them there.
         """
@@ -161,9 +213,16 @@ class ExplorationSynthesizer(Synthesizer):
         provenance["exploration_actions"] = rollout.actions
         if rollout.error is not None:
             raise ExplorationFailed("exploration", rollout.error)
-        values = {**values, "exploration": render_exploration(rollout), "tools": _tool_names(tools)}
+        draft_schema, offered = env.draft_schema(), env.draft_kinds()
+        own_kind = "kind" in draft_schema.get("properties", {})
+        if not own_kind:  # every draft may say its kind, as the prompt shows
+            draft_schema = {**draft_schema, "properties": {**draft_schema.get("properties", {}),
+                                                           "kind": {"type": "string", "enum": list(offered)}}}
         schema = {"type": "object", "additionalProperties": False, "required": ["tasks"],
-                  "properties": {"tasks": {"type": "array", "minItems": 1, "items": env.draft_schema()}}}
+                  "properties": {"tasks": {"type": "array", "minItems": 1, "items": draft_schema}}}
+        asked = self.ask_kinds(env, wanted, seed=seed, label=label)
+        values = {**values, "exploration": render_exploration(rollout), "tools": _tool_names(tools),
+                  "kinds": describe_kinds(asked, offered)}
         try:
             result = self.client.complete("abstraction", abstract_prompt.id, _render(abstract_prompt, values),
                                           json_schema=schema)
@@ -175,10 +234,21 @@ class ExplorationSynthesizer(Synthesizer):
             calls = sum(len(turn) for turn in draft.get("ground_truth", []))
             problems = [] if calls >= self.min_calls else [
                 f"the ground truth makes {calls} calls; a task needs at least {self.min_calls}"]
-            task_provenance = {**provenance, "draft": index, "completion_criterion": draft.get("completion_criterion")}
+            kind = draft.get("kind", asked[index])
+            task_provenance = {**provenance, "draft": index, "kind": kind,
+                               "completion_criterion": draft.get("completion_criterion")}
+            if kind != asked[index]:
+                problems.append(f"draft {index}: field 'kind': asked for a {asked[index]} task, the draft is {kind}")
+            try:
+                fields = {key: value for key, value in draft.items() if key != "kind"}
+                spec = env.spec_from_draft(seed_spec, {**fields, "kind": kind} if own_kind else fields)
+            except ValueError as exc:  # the draft's fields cannot make a task: kept with the reason
+                problems.append(f"draft {index}: {exc}")
+                spec = {"unparsed_draft": draft}
             if problems:
                 task_provenance["synthesis_error"] = "abstraction: " + "; ".join(problems)
-            written.append(WrittenTask(draft["turns"][0], env.spec_from_draft(seed_spec, draft), task_provenance))
+            prompt = next((text for text in draft["turns"] if text), "")
+            written.append(WrittenTask(prompt, spec, task_provenance))
         return written
 
 
@@ -190,12 +260,14 @@ class LLMSynthesizer(ExplorationSynthesizer):
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
                  tasks_per_pattern: int = 2, max_explore_steps: int = 12, min_calls: int = 3,
-                 temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True) -> None:
+                 temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True,
+                 kinds: Mapping[str, float] | None = None) -> None:
         if tasks_per_pattern < 1:
             raise ValueError(f"tasks_per_pattern must be >= 1, got {tasks_per_pattern}")
         super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
                          api_key=api_key, explorer_api_base=explorer_api_base, max_explore_steps=max_explore_steps,
-                         min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache)
+                         min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache,
+                         kinds=kinds)
         self.tasks_per_pattern = tasks_per_pattern
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
@@ -210,6 +282,7 @@ class LLMSynthesizer(ExplorationSynthesizer):
             if seed_task is None:
                 continue  # no member task is in the store: nothing to explore from
             env = load_environment(seed_task["env"])
+            check_kinds(self.kinds, env.draft_kinds())
             wanted = min(self.tasks_per_pattern, max_candidates - len(candidates))
             candidates += self._for_pattern(env, pattern, seed_task, wanted, seed)
         return candidates[:max_candidates]
@@ -255,7 +328,7 @@ class LLMSynthesizer(ExplorationSynthesizer):
             written = self.explore_and_abstract(
                 env, seed_task["spec"], label=f"explore/{pattern.pattern_id}", explore_prompt=explore_prompt,
                 abstract_prompt=abstract_prompt, values=self._values(pattern, seed_task), provenance=provenance,
-                wanted=wanted)
+                wanted=wanted, seed=seed)
         except ExplorationFailed as exc:
             return [self._failed(env, pattern, exc.stage, exc.error, provenance)]
         return [Candidate.create(round=pattern.round, pattern_id=pattern.pattern_id, signal=pattern.dominant_signal,

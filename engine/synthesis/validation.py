@@ -3,26 +3,31 @@
 ``validate_candidates`` runs, for each pending candidate in the order it was proposed, these checks, and
 stops at the first that fails; its name becomes the candidate's ``reason``:
 
-1. ``schema``: the environment accepts the spec (``Environment.check_spec``).
-2. ``contaminated`` (when the candidate's environment has eval tasks): the candidate is not a near copy of a
+1. ``kind`` (for a task written as one of the environment's kinds: provenance ``kind``): the spec keeps that
+   kind's rules (``Environment.kind_problems``; for BFCL the way BFCL scores the category: a miss_func task
+   calls no held-back function before its release turn and calls each in it, a miss_param task's turn that
+   lacks the value has an empty ground truth and a later user turn gives the value, a long_context task's
+   world reads the long-context setting).
+2. ``schema``: the environment accepts the spec (``Environment.check_spec``).
+3. ``contaminated`` (when the candidate's environment has eval tasks): the candidate is not a near copy of a
    held-out task: the similarity of its words to every eval task of its environment (the Jaccard index of their
    ``task_words``: masked words and keyed literals of every user turn, so other numbers, other names or reordered
    sentences do not hide a copy) must stay below ``contamination_threshold``. A refused candidate's detail names
    the nearest eval task and the similarity (see ``coevolve_engine.synthesis.contamination``).
-3. ``ground_truth``: the environment's reference solution, replayed turn by turn in a fresh episode, gets no
+4. ``ground_truth``: the environment's reference solution, replayed turn by turn in a fresh episode, gets no
    error observation and scores 1 (for BFCL: after every turn, state and responses match what the checker
    compares against). A solution that makes no call at all fails too: it would check nothing.
-4. ``novelty``: the highest cosine similarity of the candidate's prompt embedding to the prompts of the
+5. ``novelty``: the highest cosine similarity of the candidate's prompt embedding to the prompts of the
    environment's training tasks in the store and of the candidates accepted before it must stay below
    ``novelty_threshold``. The value is recorded in ``candidates.novelty`` whether or not it passes. Eval tasks
    (split 'eval') are held out and take no part: a candidate is never rejected for resembling one.
-5. ``agent_attempt`` (when an agent is given): K rollouts; the success rate is recorded in
+6. ``agent_attempt`` (when an agent is given): K rollouts; the success rate is recorded in
    ``candidates.success_rate``. By default it rejects nothing: the ground truth already proves the task
    solvable, and a task the agent fails is what the curriculum wants. With ``max_success_rate`` a candidate
    the agent solves more often is rejected as too easy (a GRPO group that always succeeds has zero
    advantage, so it teaches nothing). Rollouts cut short by faults outside the agent do not count; if all K
    are, validation stops with an error and the remaining candidates stay pending.
-6. ``judge`` (when given): ``judge(candidate) -> (passed, detail)``, e.g. an LLM judge.
+7. ``judge`` (when given): ``judge(candidate) -> (passed, detail)``, e.g. an LLM judge.
 
 Every candidate's highest prompt similarity to its environment's eval tasks is measured too, whatever its
 verdict, and recorded in ``candidates.eval_similarity`` (NULL when the environment has no eval tasks, or the
@@ -59,7 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.environments import Environment
     from coevolve_engine.embeddings import Embedder
 
-CHECKS = ("synthesis", "schema", contamination.CHECK, "ground_truth", "novelty", "agent_attempt", "judge")
+CHECKS = ("synthesis", "kind", "schema", contamination.CHECK, "ground_truth", "novelty", "agent_attempt", "judge")
 Judge = Callable[[Candidate], "tuple[bool, str]"]
 
 
@@ -280,8 +285,10 @@ class _Checker:
         measured: dict[str, float | None] = {"novelty": None, "success_rate": None}
         steps: list[tuple[str, Callable[[], Check]]] = [
             ("synthesis", lambda: self._synthesis(candidate)),
-            ("schema", lambda: self._schema(candidate)),
         ]
+        if "kind" in candidate.provenance:
+            steps.append(("kind", lambda: self._kind(candidate)))
+        steps.append(("schema", lambda: self._schema(candidate)))
         if self.held_out is not None and self.held_out.has_held_out(candidate.env):
             steps.append((contamination.CHECK, lambda: self._contaminated(candidate)))
         if not self.runnable_only:
@@ -313,6 +320,13 @@ class _Checker:
         if error:
             return Check("synthesis", False, str(error))
         return Check("synthesis", True, f"written by {candidate.synthesizer}")
+
+    def _kind(self, candidate: Candidate) -> Check:
+        kind = candidate.provenance["kind"]
+        problems = self.environment(candidate.env).kind_problems(candidate.spec)
+        if problems:
+            return Check("kind", False, f"{kind}: " + "; ".join(problems))
+        return Check("kind", True, f"keeps the rules of a {kind} task")
 
     def _schema(self, candidate: Candidate) -> Check:
         if not isinstance(candidate.spec, dict):

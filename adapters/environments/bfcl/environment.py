@@ -107,3 +107,10 @@ class BFCLEnvironment(Environment):
 
     def spec_from_draft(self, seed_spec: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
         return drafts.spec_from_draft(seed_spec, draft)
+
+    def draft_kinds(self) -> dict[str, str]:
+        """BFCL's four multi-turn kinds: base, miss_func, miss_param, long_context (``drafts``)."""
+        return dict(drafts.KIND_INSTRUCTIONS)
+
+    def kind_problems(self, spec: dict[str, Any]) -> list[str]:
+        return drafts.kind_problems(spec) if isinstance(spec, dict) and spec.get("kind") == "multi_turn" else []
