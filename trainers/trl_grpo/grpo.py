@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from coevolve_engine.core.sampler import WeightedGroupSampler
@@ -45,3 +46,13 @@ class CoevolveGRPOTrainer(GRPOTrainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.rows = inputs
         return super().training_step(model, inputs, num_items_in_batch)
+
+
+class SaveAtEnd(TrainerCallback):
+    """Has transformers save its checkpoint (weights, optimizer, scheduler, RNG, state) at the last step of a
+    train() call, on every process (under ZeRO-3 saving is a collective)."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps:
+            control.should_save = True
+        return control

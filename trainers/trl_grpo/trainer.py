@@ -159,20 +159,6 @@ def environment_reward(prompts, completions, episode_reward, **_: Any) -> list[f
 environment_reward.__name__ = "environment"
 
 
-def _save_at_end():
-    """A callback that has transformers save its checkpoint (weights, optimizer, scheduler, RNG, state) at the
-    last step of a train() call, on every process (under ZeRO-3 saving is a collective)."""
-    from transformers import TrainerCallback
-
-    class SaveAtEnd(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step >= state.max_steps:
-                control.should_save = True
-            return control
-
-    return SaveAtEnd()
-
-
 class TRLGRPOTrainer(Trainer):
     """GRPO with TRL on tasks of one environment, drawing from a ``BatchSource``, reporting to a ``TrajectorySink``.
 
@@ -198,7 +184,7 @@ class TRLGRPOTrainer(Trainer):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
-        from coevolve_engine.trainers.trl_grpo.grpo import CoevolveGRPOTrainer
+        from coevolve_engine.trainers.trl_grpo.grpo import CoevolveGRPOTrainer, SaveAtEnd
 
         if not tasks:
             raise ValueError("no tasks to train on")
@@ -230,7 +216,7 @@ class TRLGRPOTrainer(Trainer):
         # metrics stay in state.log_history
         self._grpo.remove_callback(PrinterCallback)
         if config.save_checkpoint:
-            self._grpo.add_callback(_save_at_end())
+            self._grpo.add_callback(SaveAtEnd())
 
     @classmethod
     def from_store(
