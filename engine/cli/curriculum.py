@@ -132,7 +132,8 @@ def sample(round_: int | None, batch_tasks: int, group_size: int, seed: int, epo
     """Draw a weighted batch of tasks, each repeated K times in a row (a GRPO group).
 
     One row per rollout to generate: group (0 .. TASKS-1), task_id, the task's weight and its probability
-    weight / total. For trainers outside the engine (verl, OpenRLHF, your own loop).
+    weight / total. For trainers outside the engine (verl, OpenRLHF, your own loop). Draws with torch (the
+    `local` extra), as trl-grpo does.
     """
     import numpy as np
 
