@@ -34,6 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from coevolve_engine.adapters.agents.litellm_agent import (BadResponse, CallFailed, check_call_settings,
+                                                         complete_with_retries, completion_cost, describe_failure,
+                                                         import_litellm)
 from coevolve_engine.core.ids import canonical_json  # the request hash's input: one text per value
 from coevolve_engine.core.json_input import read_json
 from coevolve_engine.errors import CoevolveError
@@ -143,14 +146,6 @@ def _field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, dict) else None
 
 
-class _Fault(Exception):
-    """A call that got no usable response; ``retryable`` says whether trying again may help."""
-
-    def __init__(self, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
 class LLMClient:
     """Calls one model through ``litellm.completion``, logging every call to ``llm_calls`` in ``store_path``.
 
@@ -181,8 +176,6 @@ class LLMClient:
         wait: float = DEFAULT_WAIT_SECONDS,
         completion_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        from coevolve_engine.adapters.agents.litellm_agent import check_call_settings
-
         check_call_settings(model, timeout, retries)
         self.store_path = store_path
         self.model = model
@@ -289,47 +282,33 @@ class LLMClient:
             if hit is not None:
                 usage.cached += 1
                 return hit[0], hit[1], True
-        from coevolve_engine.adapters.agents.litellm_agent import (completion_cost, import_litellm, retry_wait,
-                                                                 retryable_errors)
+        def failed(error: BaseException, latency: float) -> None:  # every failed attempt is a row of llm_calls
+            usage.requests += 1
+            usage.latency_s += latency
+            self._log(row, response=None, tokens=(None, None), cost=None, latency=latency,
+                      error=describe_failure(error))
 
         litellm = import_litellm()
-        retryable = retryable_errors(litellm)
-        attempts = self.retries + 1
-        for attempt in range(attempts):
-            started = time.perf_counter()
-            try:
-                try:
-                    raw = litellm.completion(**request, **self._transport())
-                except retryable as exc:
-                    raise _Fault(f"{type(exc).__name__}: {str(exc)[:500]}", retryable=True) from exc
-                except Exception as exc:  # noqa: BLE001 - bad request, auth, unknown model: not retried
-                    raise _Fault(f"{type(exc).__name__}: {str(exc)[:500]}", retryable=False) from exc
-                latency = time.perf_counter() - started
-                response = _response_dict(raw)
-            except _Fault as fault:
-                latency = time.perf_counter() - started
-                usage.requests += 1
-                usage.latency_s += latency
-                self._log(row, response=None, tokens=(None, None), cost=None, latency=latency, error=str(fault))
-                if not fault.retryable or attempt + 1 == attempts:
-                    tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
-                    raise LLMError(f"{purpose}: {self._where()} failed after {tries}: {fault}", usage=usage) from fault
-                time.sleep(retry_wait(self.retry_backoff_s, attempt))
-                continue
-            prompt_tokens, completion_tokens = _tokens(response)
-            cost = completion_cost(litellm, raw)
-            usage.requests += 1
-            usage.prompt_tokens += prompt_tokens or 0
-            usage.completion_tokens += completion_tokens or 0
-            usage.latency_s += latency
-            if cost is None:
-                usage.unpriced += 1
-            else:
-                usage.cost += cost
-            call_id = self._log(row, response=response, tokens=(prompt_tokens, completion_tokens), cost=cost,
-                                latency=latency, error=None)
-            return call_id, response, False
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            response, raw, _, latency = complete_with_retries(
+                litellm, {**request, **self._transport()}, retries=self.retries, retry_backoff_s=self.retry_backoff_s,
+                read=_response_dict, on_failure=failed)
+        except CallFailed as failure:
+            tries = f"{failure.attempts} attempt{'s' if failure.attempts != 1 else ''}"
+            raise LLMError(f"{purpose}: {self._where()} failed after {tries}: {failure}", usage=usage) from failure.error
+        prompt_tokens, completion_tokens = _tokens(response)
+        cost = completion_cost(litellm, raw)
+        usage.requests += 1
+        usage.prompt_tokens += prompt_tokens or 0
+        usage.completion_tokens += completion_tokens or 0
+        usage.latency_s += latency
+        if cost is None:
+            usage.unpriced += 1
+        else:
+            usage.cost += cost
+        call_id = self._log(row, response=response, tokens=(prompt_tokens, completion_tokens), cost=cost,
+                            latency=latency, error=None)
+        return call_id, response, False
 
     def _transport(self) -> dict[str, Any]:
         """What reaches litellm but not the log or the hash: where, the key, the timeout."""
@@ -376,15 +355,15 @@ class LLMClient:
 
 
 def _response_dict(raw: Any) -> dict[str, Any]:
-    """The response as plain JSON data; a fault when it carries no assistant message."""
+    """The response as plain JSON data; ``BadResponse`` (retried) when it carries no assistant message."""
     try:
         response = raw.model_dump(mode="json") if hasattr(raw, "model_dump") else json.loads(json.dumps(raw))
     except (TypeError, ValueError) as exc:
-        raise _Fault(f"malformed response: {exc}", retryable=True) from exc
+        raise BadResponse(f"malformed response: {exc}") from exc
     choices = _field(response, "choices")
     message = _field(choices[0], "message") if isinstance(choices, list) and choices else None
     if not isinstance(message, dict):
-        raise _Fault(f"malformed response: no assistant message in {str(response)[:300]!r}", retryable=True)
+        raise BadResponse(f"malformed response: no assistant message in {str(response)[:300]!r}")
     return response
 
 

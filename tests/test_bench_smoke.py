@@ -45,7 +45,7 @@ SCRIPTS: dict[str, list[str]] = {
     ],
     "sampling_bench.py": [
         r"^store with [\d,]+ tasks: ", r"^compute_weights \(coevolve\) \+ store: .*first weight set",
-        r"^load_weights \(DuckDB -> numpy\): ", r"^sampler setup \(cumulative sum of [\d,]+ weights\): ",
+        r"^load_weights \(DuckDB -> numpy\): ", r"^sampler setup \(checks of [\d,]+ weights\): ",
         r"^batch of \d+ tasks x K=\d+ from [\d,]+ weighted tasks: mean .* median .* p99 ",
         r"^for comparison, numpy Generator.choice\(p=...\) per batch: ",
     ],

@@ -310,3 +310,23 @@ def test_an_unknown_prompt_name_lists_the_prompts():
     with pytest.raises(PromptError, match="no prompt named 'nope'; the prompts are: .*summary"):
         load_prompt("nope")
     assert isinstance(load_prompt("summary"), Prompt)
+
+
+def test_one_function_calls_litellm_and_holds_the_retries():
+    """The engine's LLMClient and the litellm agent reach a model through complete_with_retries alone."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    callers = []
+    for path in sorted(p for folder in ("engine", "adapters", "trainers") for p in (root / folder).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and node.func.attr in ("completion", "acompletion"):
+                    callers.append((path.relative_to(root).as_posix(), function.name))
+    assert sorted(set(callers)) == [("adapters/agents/litellm_agent.py", "complete_with_retries")]
+    users = {path.relative_to(root).as_posix() for folder in ("engine", "adapters") for path in
+             (root / folder).rglob("*.py") if "complete_with_retries(" in path.read_text(encoding="utf-8")}
+    assert users == {"adapters/agents/litellm_agent.py", "engine/llm.py"}

@@ -126,20 +126,35 @@ def test_next_round_draws_from_refreshed_weights_and_continues_the_steps(trained
     assert len(rows) == 2 * K
 
 
-def test_sampler_follows_the_weights_keeps_groups_and_takes_new_weights():
-    from coevolve_engine.trainers.trl_grpo.sampler import WeightedRepeatSampler
+def grpo_sampler(source: BatchSource, groups: int, first_draw: int = 0):
+    """The sampler trl-grpo's GRPOTrainer builds for a train() call, from the settings TRL hands it."""
+    from types import SimpleNamespace
 
+    from datasets import Dataset
+
+    from coevolve_engine.trainers.trl_grpo.grpo import CoevolveGRPOTrainer
+
+    grpo = SimpleNamespace(train_dataset=Dataset.from_list([{"task_id": task} for task in "abcd"]), num_iterations=1,
+                           num_generations=K, args=SimpleNamespace(generation_batch_size=groups * K,
+                                                                   steps_per_generation=1),
+                           source=source, first_draw=first_draw)
+    return CoevolveGRPOTrainer._get_train_sampler(grpo)
+
+
+def test_sampler_follows_the_weights_keeps_groups_and_takes_new_weights():
     source = BatchSource({"a": 3.0, "b": 1.0, "c": 0.0, "d": 0.0}, seed=1)
-    sampler = WeightedRepeatSampler(list(range(4)), ["a", "b", "c", "d"], source, mini_repeat_count=K, batch_size=1)
-    draws = [sampler.draw()[0] for _ in range(2000)]
+    sampler = grpo_sampler(source, groups=1)
+    draws = [sampler.tasks(step)[0] for step in range(2000)]
     assert set(draws) == {0, 1}
     assert 0.71 < draws.count(0) / len(draws) < 0.79  # 3 / (3 + 1)
     indices = list(sampler)
     assert len(indices) == len(sampler) and all(len(set(indices[i:i + K])) == 1 for i in range(0, len(indices), K))
     source.refresh({"a": 0.0, "b": 0.0, "c": 1.0, "d": 1.0})
-    assert {sampler.draw()[0] for _ in range(200)} == {2, 3}
-    two = WeightedRepeatSampler(list(range(4)), ["a", "b", "c", "d"], source, mini_repeat_count=K, batch_size=2)
-    assert all(sorted(two.draw()) == [2, 3] for _ in range(50))  # without replacement: one group per task per step
+    assert {sampler.tasks(step)[0] for step in range(200)} == {2, 3}
+    two = grpo_sampler(source, groups=2)
+    assert all(sorted(two.tasks(step)) == [2, 3] for step in range(50))  # without replacement: a group per task
+    # a later train() call continues the run's draws: its first step is the draw after the steps done
+    assert list(grpo_sampler(source, groups=2, first_draw=7))[: 2 * K] == two.batch(7).tolist()
 
 
 def test_batch_source_refuses_bad_weights():

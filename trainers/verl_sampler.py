@@ -12,7 +12,8 @@ draws every row equally often. For weighted sampling (``bfcl_weighted.toml``) pi
       +data.weighted_draws=320              # optional: rows per epoch (default: as many as the file has)
 
   ``WeightedRLHFDataset`` is verl's ``RLHFDataset`` whose rows are ``weighted_draws`` draws, with replacement,
-  of the file's rows, row i with probability ``w_i / sum(w)``, seeded by ``data.seed`` (0 when unset). verl's
+  of the file's rows, row i with probability ``w_i / sum(w)``, seeded by ``data.seed`` (0 when unset): draw 0 of
+  the engine's ``WeightedGroupSampler`` (groups of one row), the sampler trl-grpo and ``sample`` use. verl's
   sampler then walks them (shuffled or in order), so every epoch holds exactly those draws. Each row still
   becomes one GRPO group of ``actor_rollout_ref.rollout.n`` rollouts.
 
@@ -21,9 +22,9 @@ draws every row equally often. For weighted sampling (``bfcl_weighted.toml``) pi
   ``pkg://coevolve_engine.trainers.verl_sampler`` and its ``class_name`` to ``WeightedSampler``, with
   ``data.dataloader_num_workers=0``. Its options, read from
   ``data.sampler`` (all optional): ``seed`` (default ``data.seed``, else 0), ``num_samples`` (draws per epoch,
-  default the number of rows) and ``weight_key`` (default ``extra_info.weight``). Each epoch draws
-  ``num_samples`` row indices with replacement from a generator seeded with ``seed + epoch``: the same seed
-  gives the same draws in every process, and the sampler holds nothing but the weights, the seed and the
+  default the number of rows) and ``weight_key`` (default ``extra_info.weight``). Epoch ``e`` is draw ``e`` of
+  a ``WeightedGroupSampler``: ``num_samples`` row indices with replacement, seeded by (``seed``, ``e``): the same
+  seed gives the same draws in every process, and the sampler holds nothing but the weights, the seed and the
   epoch (``state_dict`` / ``load_state_dict`` carry the epoch across a resume).
 
 verl is never imported when this module is: verl checks ``isinstance(sampler, AbstractSampler)`` and builds
@@ -39,17 +40,16 @@ import math
 import sys
 from typing import Any, Iterator, Sequence
 
-import torch
 from torch.utils.data import Sampler
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.sampler import SamplerError, WeightedGroupSampler
 
 DEFAULT_WEIGHT_KEY = "extra_info.weight"
 _VERL_SAMPLER_MODULE = "verl.experimental.dataset.sampler"
 _VERL_DATASET_MODULE = "verl.utils.dataset.rl_dataset"
 
 
-class SamplerConfigError(CoevolveError, ValueError):
+class SamplerConfigError(SamplerError):
     """The dataset carries no usable weights, or the sampler options are wrong."""
 
 
@@ -94,8 +94,15 @@ def read_weights(data_source: Any, key: str = DEFAULT_WEIGHT_KEY) -> list[float]
     return [float(v) for v in values]
 
 
+def rows_sampler(weights: Sequence[float], *, rows: int, seed: int) -> WeightedGroupSampler:
+    """The engine's sampler drawing ``rows`` row indices per draw, with replacement, by ``weights``."""
+    return WeightedGroupSampler(weights, group_size=1, batch_tasks=rows, seed=seed, num_batches=1,
+                                with_replacement=True)
+
+
 class WeightedTaskSampler(Sampler[int]):
-    """Draws row indices with replacement in proportion to the rows' weights (see the module doc)."""
+    """Draws row indices with replacement in proportion to the rows' weights (see the module doc): epoch ``e``
+    is draw ``e`` of the engine's ``WeightedGroupSampler`` (``self.sampler``)."""
 
     def __init__(self, data_source: Any, data_config: Any = None, *, weights: Sequence[float] | None = None):
         options = _option(data_config, "sampler")
@@ -103,34 +110,41 @@ class WeightedTaskSampler(Sampler[int]):
         if weights is None:
             weights = read_weights(data_source, key)
         self.weights = tuple(float(w) for w in weights)
-        self.seed = int(_option(options, "seed", _option(data_config, "seed", 0)))
         self.num_samples = int(_option(options, "num_samples", len(self.weights)))
         if self.num_samples < 1:
             raise SamplerConfigError(f"data.sampler.num_samples must be at least 1, got {self.num_samples}")
-        self.epoch = 0
+        seed = int(_option(options, "seed", _option(data_config, "seed", 0)))
+        self.sampler = rows_sampler(self.weights, rows=self.num_samples, seed=seed)
+
+    @property
+    def seed(self) -> int:
+        return self.sampler.seed
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration draws (the sampler's next draw)."""
+        return self.sampler.next_step
 
     def __len__(self) -> int:
         return self.num_samples
 
     def draws(self, epoch: int) -> list[int]:
         """The indices epoch ``epoch`` yields; a pure function of the weights, the seed and the epoch."""
-        generator = torch.Generator().manual_seed(self.seed + epoch)
-        weights = torch.tensor(self.weights, dtype=torch.float64)
-        return torch.multinomial(weights, self.num_samples, replacement=True, generator=generator).tolist()
+        return self.sampler.batch(epoch).tolist()
 
     def __iter__(self) -> Iterator[int]:
-        epoch, self.epoch = self.epoch, self.epoch + 1
+        epoch = self.sampler.next_step
+        self.sampler.next_step = epoch + 1
         return iter(self.draws(epoch))
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self.sampler.next_step = epoch
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "seed": self.seed}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch = int(state["epoch"])
-        self.seed = int(state.get("seed", self.seed))
+        self.sampler.load_state_dict({"next_step": int(state["epoch"]), "seed": int(state.get("seed", self.seed))})
 
     def update(self, batch: Any) -> None:
         """verl's curriculum hook; the weights change between rounds (a new export), not within one."""
@@ -160,12 +174,12 @@ def weighted_draws(dataset: Any, data_config: Any = None) -> list[int]:
     """The row indices a ``WeightedRLHFDataset`` serves: ``data.weighted_draws`` draws (default: one per row)
     by ``extra_info.weight``, seeded by ``data.seed`` (0 when unset)."""
     draws = _option(data_config, "weighted_draws", None)
-    options = {"seed": int(_option(data_config, "seed", 0)), "weight_key": DEFAULT_WEIGHT_KEY}
-    if draws is not None:
-        if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
-            raise SamplerConfigError(f"data.weighted_draws must be a whole number of at least 1, got {draws!r}")
-        options["num_samples"] = draws
-    return WeightedTaskSampler(dataset, {"sampler": options}).draws(0)
+    if draws is not None and (isinstance(draws, bool) or not isinstance(draws, int) or draws < 1):
+        raise SamplerConfigError(f"data.weighted_draws must be a whole number of at least 1, got {draws!r}")
+    weights = read_weights(dataset, DEFAULT_WEIGHT_KEY)
+    sampler = rows_sampler(weights, rows=len(weights) if draws is None else draws,
+                           seed=int(_option(data_config, "seed", 0)))
+    return sampler.batch(0).tolist()
 
 
 def weighted_dataset_class() -> type:

@@ -6,8 +6,9 @@
 Tool calls are read from the response's ``tool_calls``; when there are none, ``<tool_call>{...}</tool_call>``
 blocks in the text are read instead (a server started without a tool parser). Retries are ours, not the
 client's: a retryable failure (timeout, connection error, 429, 5xx, a body that is not JSON) is tried again
-up to ``num_retries`` times with exponential backoff; after that, and for any other failure, ``complete``
-raises ``AgentFault`` and the driver records it on the rollout.
+up to ``retries`` times with exponential backoff; after that, and for any other failure, ``complete``
+raises ``AgentFault`` and the driver records it on the rollout. ``complete_with_retries`` is that call and its
+retries, for every litellm caller (this agent and the engine's ``LLMClient``).
 
 litellm is imported on first use, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set first (unless the caller
 set it) so that importing it does not reach the network for its price list.
@@ -19,7 +20,7 @@ import importlib.util
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
@@ -39,14 +40,14 @@ def import_litellm() -> Any:
     return litellm
 
 
-def check_call_settings(model: str, timeout: float, retries: int, retries_name: str = "retries") -> None:
+def check_call_settings(model: str, timeout: float, retries: int) -> None:
     """The settings every litellm caller checks before its first call (this agent, the engine's LLMClient)."""
     if not model:
         raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
     if retries < 0:
-        raise ValueError(f"{retries_name} must be >= 0, got {retries}")
+        raise ValueError(f"retries must be >= 0, got {retries}")
 
 
 #: the longest wait between two attempts of a call, in seconds: the backoff doubles up to it, so many retries
@@ -79,6 +80,55 @@ def completion_cost(litellm: Any, response: Any) -> float | None:
         return float(litellm.completion_cost(completion_response=response))
     except Exception:  # noqa: BLE001 - an unpriced model has no known cost
         return None
+
+
+class BadResponse(Exception):
+    """A response not worth keeping (no assistant message, not JSON data): retried as a transport fault is."""
+
+
+class CallFailed(Exception):
+    """A litellm call that gave no usable response: ``error`` is the last failure, ``attempts`` the calls made,
+    ``retryable`` whether that failure was one worth trying again (so the retries ran out)."""
+
+    def __init__(self, error: BaseException, attempts: int, retryable: bool) -> None:
+        super().__init__(describe_failure(error))
+        self.error, self.attempts, self.retryable = error, attempts, retryable
+
+
+def describe_failure(error: BaseException) -> str:
+    """One line for a failed call: the response's fault, or the error's type and (the start of) its message."""
+    return str(error) if isinstance(error, BadResponse) else f"{type(error).__name__}: {str(error)[:500]}"
+
+
+def complete_with_retries(litellm: Any, request: dict[str, Any], *, retries: int, retry_backoff_s: float,
+                          read: Callable[[Any], Any] | None = None,
+                          on_failure: Callable[[BaseException, float], None] | None = None) -> tuple[Any, Any, int, float]:
+    """``litellm.completion(**request)``, tried again after a retryable failure up to ``retries`` more times,
+    waiting ``retry_wait(retry_backoff_s, attempt)`` in between.
+
+    Retryable: litellm's transport faults (``retryable_errors``) and ``BadResponse``, which ``read`` (applied to
+    each response; default: keep it as it is) raises for a response not worth keeping. Any other error ends the
+    call at once. ``on_failure(error, seconds)`` hears of every failed attempt (e.g. to log it).
+    Returns (what ``read`` made of the response, the raw response, the retries spent, the answered attempt's
+    seconds); raises ``CallFailed``.
+    """
+    retryable = (*retryable_errors(litellm), BadResponse)
+    attempts = retries + 1
+    for attempt in range(attempts):
+        started = time.perf_counter()
+        try:
+            raw = litellm.completion(**request)
+            answer = raw if read is None else read(raw)
+        except Exception as exc:  # noqa: BLE001 - bad request, auth, unknown model...: not retried
+            if on_failure is not None:
+                on_failure(exc, time.perf_counter() - started)
+            again = isinstance(exc, retryable)
+            if not again or attempt + 1 == attempts:
+                raise CallFailed(exc, attempt + 1, again) from exc
+            time.sleep(retry_wait(retry_backoff_s, attempt))
+            continue
+        return answer, raw, attempt, time.perf_counter() - started
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 UNNAMED_CALL = "unnamed_tool_call"
@@ -162,7 +212,7 @@ class LiteLLMAgent(Agent):
     model: any litellm model string ("openai/...", "hosted_vllm/...", "anthropic/...").
     api_base, api_key: the endpoint and its key (a dummy key for a local server).
     temperature, max_tokens, seed: sampling; seed is sent only when set.
-    timeout: seconds per HTTP attempt. num_retries: extra attempts after a retryable failure.
+    timeout: seconds per HTTP attempt. retries: extra attempts after a retryable failure.
     retry_backoff_s: the first wait between attempts; it doubles each time, up to a minute.
     max_steps, max_model_calls_per_turn: episode bounds (see EpisodeLimits).
     system_prompt: put before the environment's own system prompt.
@@ -177,7 +227,7 @@ class LiteLLMAgent(Agent):
         o = AgentOptions(**options)
         extra = {"extra_body": {"chat_template_kwargs": o.chat_template_kwargs}} if o.chat_template_kwargs else None
         return cls(o.model, api_base=o.api_base, api_key=o.api_key, temperature=o.temperature,
-                   max_tokens=o.max_tokens, timeout=o.timeout, num_retries=o.retries, max_steps=o.max_steps,
+                   max_tokens=o.max_tokens, timeout=o.timeout, retries=o.retries, max_steps=o.max_steps,
                    max_model_calls_per_turn=o.max_model_calls_per_turn, policy=o.policy, completion_kwargs=extra)
 
     def __init__(
@@ -190,7 +240,7 @@ class LiteLLMAgent(Agent):
         max_tokens: int = 1024,
         seed: int | None = None,
         timeout: float = 60.0,
-        num_retries: int = 2,
+        retries: int = 2,
         retry_backoff_s: float = 1.0,
         max_steps: int = MAX_STEPS,
         max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN,
@@ -200,7 +250,7 @@ class LiteLLMAgent(Agent):
         parse_text_tool_calls: bool = True,
         completion_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        check_call_settings(model, timeout, num_retries, "num_retries")
+        check_call_settings(model, timeout, retries)
         if importlib.util.find_spec("litellm") is None:
             raise ImportError('LiteLLMAgent needs litellm: pip install "coevolve-engine[agents]"')
         self.model = model
@@ -210,7 +260,7 @@ class LiteLLMAgent(Agent):
         self.max_tokens = max_tokens
         self.seed = seed
         self.timeout = timeout
-        self.num_retries = num_retries
+        self.retries = retries
         self.retry_backoff_s = retry_backoff_s
         self.limits = EpisodeLimits(max_steps=max_steps, max_model_calls_per_turn=max_model_calls_per_turn)
         self.system_prompt = system_prompt
@@ -250,27 +300,17 @@ class LiteLLMAgent(Agent):
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         litellm = import_litellm()
-        retryable = retryable_errors(litellm)
         request = self._request(messages, tools)
         started = time.perf_counter()
-        attempts = self.num_retries + 1
-        for attempt in range(attempts):
-            try:
-                response = litellm.completion(**request)
-                break
-            except retryable as exc:
-                if attempt + 1 == attempts:
-                    raise AgentFault(self._describe(exc, attempts)) from exc
-                time.sleep(retry_wait(self.retry_backoff_s, attempt))
-            except Exception as exc:  # noqa: BLE001 - bad request, auth, unknown model...: not retried
-                raise AgentFault(self._describe(exc, attempt + 1)) from exc
+        try:
+            response, _, retries, _ = complete_with_retries(litellm, request, retries=self.retries,
+                                                            retry_backoff_s=self.retry_backoff_s)
+        except CallFailed as failed:
+            where = f"{self.model}" + (f" at {self.api_base}" if self.api_base else "")
+            tries = f" after {failed.attempts} attempt{'s' if failed.attempts != 1 else ''}"
+            raise AgentFault(f"{where}{tries}: {failed}") from failed.error
         reply = parse_completion(response, parse_text_tool_calls=self.parse_text_tool_calls)
         reply.latency_s = time.perf_counter() - started
-        reply.retries = attempt
+        reply.retries = retries
         reply.cost = self._cost(litellm, response, reply)
         return reply
-
-    def _describe(self, exc: BaseException, attempts: int) -> str:
-        where = f"{self.model}" + (f" at {self.api_base}" if self.api_base else "")
-        tries = f" after {attempts} attempt{'s' if attempts != 1 else ''}"
-        return f"{where}{tries}: {type(exc).__name__}: {str(exc)[:500]}"

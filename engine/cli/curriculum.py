@@ -106,19 +106,22 @@ Examples:
   coevolve-engine sample --round 1 --tasks 32 -k 8 --seed 7 --step 12 --format json
   coevolve-engine sample --tasks 512 -k 8 --format csv --output batch.csv
 \b
-The same --round, --seed, --epoch and --step give the same batch on any machine, so every process of a
-distributed trainer can call it (or build WeightedGroupSampler in Python) and agree.""",
+The same --round, --seed and --step give the same batch on any machine, so every process of a distributed
+trainer can call it (or build WeightedGroupSampler in Python) and agree. It is the sampler trl-grpo draws its
+groups with: step S of a run is --step S.""",
 )
 @click.option("--round", "round_", type=ROUND, default=None,
               help="Draw from this round's weights. [default: the latest round with weights]")
 @click.option("--tasks", "-b", "batch_tasks", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Tasks (GRPO groups) per batch, drawn with replacement, each with probability weight / total.")
+              help="Tasks (GRPO groups) per batch, each with probability weight / total; without replacement while "
+                   "at least this many tasks have a positive weight (one group per task), with replacement otherwise.")
 @click.option("--group-size", "-k", type=click.IntRange(min=1), default=8, show_default=True,
               help="Rows per task: each chosen task is repeated K times in a row (its GRPO group).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the draw.")
-@click.option("--epoch", type=click.IntRange(min=0), default=0, show_default=True, help="Epoch of the draw.")
-@click.option("--step", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Which batch: successive steps give independent batches.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
+              help="Seed of the run's draws.")
+@click.option("--epoch", type=click.IntRange(min=0), default=0, hidden=True)  # deprecated: draws are numbered by step
+@click.option("--step", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
+              help="Which batch: the run's step, counted from 0 across rounds; successive steps draw independently.")
 @format_option
 @output_option
 @force_option
@@ -129,21 +132,24 @@ def sample(round_: int | None, batch_tasks: int, group_size: int, seed: int, epo
     """Draw a weighted batch of tasks, each repeated K times in a row (a GRPO group).
 
     One row per rollout to generate: group (0 .. TASKS-1), task_id, the task's weight and its probability
-    weight / total. For trainers outside the engine (verl, OpenRLHF, your own loop).
+    weight / total. For trainers outside the engine (verl, OpenRLHF, your own loop). Draws with torch (the
+    `local` extra), as trl-grpo does.
     """
     import numpy as np
 
-    from coevolve_engine.curriculum import WeightedGroupSampler, load_weights
-    from coevolve_engine.curriculum.sampler import MAX_BATCH_ROWS
+    from coevolve_engine.core.sampler import MAX_BATCH_ROWS, WeightedGroupSampler
+    from coevolve_engine.curriculum import load_weights
 
+    if epoch:
+        raise click.UsageError("--epoch is gone: a run's draws are numbered by --step alone, counted from 0 across "
+                               "rounds and epochs (step S of the run is --step S)")
     if batch_tasks * group_size > MAX_BATCH_ROWS:
         raise click.UsageError(f"--tasks {batch_tasks} times --group-size {group_size} is more than "
                                f"{MAX_BATCH_ROWS:,} rows, the most one batch may hold; draw several smaller "
                                "batches (--step 0, 1, ...)")
     with Store(db, read_only=True, wait=wait) as store:
         weight_set = load_weights(store, round_)
-    sampler = WeightedGroupSampler(weight_set.weights, group_size=group_size, batch_tasks=batch_tasks, seed=seed,
-                                   epoch=epoch)
+    sampler = WeightedGroupSampler(weight_set.weights, group_size=group_size, batch_tasks=batch_tasks, seed=seed)
     chosen = sampler.batch(step)
     frame = pl.DataFrame({
         "group": np.arange(len(chosen)) // group_size,

@@ -1,5 +1,5 @@
-"""Curriculum: per-task weights per round, computed by a strategy from the signals, and a sampler that draws
-weighted batches of intact GRPO groups from them.
+"""Curriculum: per-task weights per round, computed by a strategy from the signals, and the sampler (the one in
+``coevolve_engine.core.sampler``, which trainers use too) that draws weighted batches of intact GRPO groups.
 
     from coevolve_engine.curriculum import compute_weights, load_weights, WeightedGroupSampler
 
@@ -9,7 +9,7 @@ weighted batches of intact GRPO groups from them.
     task_ids = weights.task_ids[sampler.batch(step=0)]               # 256 ids, each task 8 times in a row
 """
 
-from coevolve_engine.curriculum.sampler import WeightedGroupSampler
+from coevolve_engine.core.sampler import WeightedGroupSampler
 from coevolve_engine.curriculum.strategy import (
     STRATEGIES,
     CurriculumError,

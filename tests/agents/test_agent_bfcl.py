@@ -31,7 +31,7 @@ def test_replaying_the_ground_truth_through_litellm_scores_1(scripted_server):
     task = next(iter(env.load_tasks("multi_turn_base", limit=1)))
     scripted_server.play(ground_truth_script(env, task["spec"]))
     agent = LiteLLMAgent(
-        "openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5, num_retries=0
+        "openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5, retries=0
     )
 
     rollout = agent.run(env, task["task_id"], task["spec"])
@@ -61,7 +61,7 @@ def test_a_wrong_replay_scores_0_and_run_rollouts_keeps_going(scripted_server):
 
     scripted_server.respond_with(replay)
     agent = LiteLLMAgent(
-        "openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5, num_retries=0
+        "openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5, retries=0
     )
     rollouts = run_rollouts(env, tasks, agent, k=2, concurrency=2)
     assert [r.success for r in rollouts] == [False, False, True, True]

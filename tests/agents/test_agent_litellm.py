@@ -23,7 +23,7 @@ ONE_TURN = counter_task("c-2", ["Add 2 to the counter."], target=2)
 
 def make_agent(server, **options) -> LiteLLMAgent:
     options.setdefault("timeout", 5)
-    options.setdefault("num_retries", 0)
+    options.setdefault("retries", 0)
     options.setdefault("retry_backoff_s", 0.0)
     return LiteLLMAgent("openai/scripted", api_base=server.api_base, api_key="dummy", **options)
 
@@ -167,7 +167,7 @@ def test_a_call_the_environment_refuses_is_an_action_with_an_error_observation(s
 
 def test_http_500_after_retries_ends_the_rollout_with_the_error(scripted_server):
     scripted_server.play([tool_calls(("add", {"amount": 2}))] + [http_error(500, "upstream exploded")] * 3)
-    rollout = run(make_agent(scripted_server, num_retries=2), ONE_TURN)
+    rollout = run(make_agent(scripted_server, retries=2), ONE_TURN)
     assert rollout.stop == "error" and rollout.reward == 0.0 and not rollout.success
     assert rollout.error.startswith(
         f"model call 2 (turn 1): openai/scripted at {scripted_server.api_base} after 3 attempts"
@@ -180,7 +180,7 @@ def test_http_500_after_retries_ends_the_rollout_with_the_error(scripted_server)
 
 def test_a_500_that_recovers_on_retry_is_counted_and_the_rollout_completes(scripted_server):
     scripted_server.play([http_error(503), tool_calls(("add", {"amount": 2})), text("done")])
-    rollout = run(make_agent(scripted_server, num_retries=1), ONE_TURN)
+    rollout = run(make_agent(scripted_server, retries=1), ONE_TURN)
     assert rollout.success and rollout.error is None
     assert rollout.usage.retries == 1 and rollout.usage.llm_calls == 2
 
@@ -202,7 +202,7 @@ def test_a_response_body_that_is_not_json_ends_the_rollout(scripted_server):
 
 def test_a_client_error_is_not_retried(scripted_server):
     scripted_server.play([http_error(400, "bad request: context too long")] * 3)
-    rollout = run(make_agent(scripted_server, num_retries=2), ONE_TURN)
+    rollout = run(make_agent(scripted_server, retries=2), ONE_TURN)
     assert rollout.stop == "error" and "BadRequestError" in rollout.error and "context too long" in rollout.error
     assert len(scripted_server.requests) == 1
 

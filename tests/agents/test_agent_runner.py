@@ -36,7 +36,7 @@ def make_agent(server, **options):
     if importlib.util.find_spec("litellm") is None:  # the "agents" extra
         pytest.skip("litellm is not installed")
     return LiteLLMAgent(
-        "openai/scripted", api_base=server.api_base, api_key="dummy", timeout=5, num_retries=0, **options
+        "openai/scripted", api_base=server.api_base, api_key="dummy", timeout=5, retries=0, **options
     )
 
 

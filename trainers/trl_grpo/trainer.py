@@ -1,8 +1,9 @@
 """``TRLGRPOTrainer``: TRL's GRPOTrainer on the engine's tasks, weights and store.
 
 - The dataset is the tasks: one row per task with its opening messages as the prompt and its spec (JSON).
-- Sampling: ``_get_train_sampler`` returns a ``WeightedRepeatSampler`` that draws whole GRPO groups from the
-  ``BatchSource``'s current weights (the override TRL's maintainers recommend for custom sampling).
+- Sampling: the engine's ``WeightedGroupSampler`` (the one ``coevolve-engine sample`` and the verl dataset use)
+  draws whole GRPO groups from the ``BatchSource``'s current weights, through TRL's ``_get_train_sampler``
+  (``grpo.CoevolveGRPOTrainer``, the GRPOTrainer subclass, built when a trainer is: TRL and torch are heavy).
 - Rollouts are whole episodes, played by the one episode player (``adapters.agents.player``) through TRL's
   ``rollout_func``: every user turn, the environment's own tool schemas, the same parser and limits as
   evaluation. The policy is the model being trained, answering all open episodes of a step with one ``generate``
@@ -158,46 +159,6 @@ def environment_reward(prompts, completions, episode_reward, **_: Any) -> list[f
 environment_reward.__name__ = "environment"
 
 
-def _grpo_class():
-    """TRL's GRPOTrainer with the two overrides (imported lazily: TRL and torch are heavy)."""
-    from trl import GRPOTrainer
-
-    from coevolve_engine.trainers.trl_grpo.sampler import WeightedRepeatSampler
-
-    class CoevolveGRPOTrainer(GRPOTrainer):
-        owner: "TRLGRPOTrainer"
-
-        def _get_train_sampler(self, dataset=None):
-            dataset = self.train_dataset if dataset is None else dataset
-            return WeightedRepeatSampler(
-                dataset, list(dataset["task_id"]), self.owner.source,
-                mini_repeat_count=self.num_generations,
-                batch_size=self.args.generation_batch_size // self.num_generations,
-                repeat_count=self.num_iterations * self.args.steps_per_generation,
-                seed=self.owner.source.seed, first_draw=self.owner.steps_done,
-            )
-
-        def _generate_and_score_completions(self, inputs):
-            self.owner._rows = inputs  # the rollout_func gets prompts only; it needs each row's task
-            return super()._generate_and_score_completions(inputs)
-
-    return CoevolveGRPOTrainer
-
-
-def _save_at_end():
-    """A callback that has transformers save its checkpoint (weights, optimizer, scheduler, RNG, state) at the
-    last step of a train() call, on every process (under ZeRO-3 saving is a collective)."""
-    from transformers import TrainerCallback
-
-    class SaveAtEnd(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step >= state.max_steps:
-                control.should_save = True
-            return control
-
-    return SaveAtEnd()
-
-
 class TRLGRPOTrainer(Trainer):
     """GRPO with TRL on tasks of one environment, drawing from a ``BatchSource``, reporting to a ``TrajectorySink``.
 
@@ -223,6 +184,7 @@ class TRLGRPOTrainer(Trainer):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
+        from coevolve_engine.trainers.trl_grpo.grpo import CoevolveGRPOTrainer, SaveAtEnd
 
         if not tasks:
             raise ValueError("no tasks to train on")
@@ -236,7 +198,6 @@ class TRLGRPOTrainer(Trainer):
                  for task in tasks]
         rows = [{"prompt": task_prompt(environment, task), "task_id": task["task_id"], "spec": json.dumps(task["spec"])}
                 for task in specs]
-        self._rows: list[dict[str, Any]] = []
         source.weights()  # fails early on a bad source
         self.args = grpo_args(config)
         tokenizer = AutoTokenizer.from_pretrained(config.model)
@@ -244,18 +205,18 @@ class TRLGRPOTrainer(Trainer):
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
         with warnings.catch_warnings():  # rollout_func is marked experimental in TRL 1.16; we chose it
             warnings.filterwarnings("ignore", message=".*rollout_func.*experimental", category=UserWarning)
-            self._grpo = _grpo_class()(
+            self._grpo = CoevolveGRPOTrainer(
                 model=model, processing_class=tokenizer, args=self.args, train_dataset=Dataset.from_list(rows),
                 reward_funcs=[environment_reward, *(reward_funcs or [])], rollout_func=self._rollout_func,
+                source=source,
             )
-        self._grpo.owner = self  # read by the sampler and the rollout hook, which run only inside train()
         from transformers import PrinterCallback
 
         # transformers would print each step's metrics as a dict; the sink reports progress per group, and the
         # metrics stay in state.log_history
         self._grpo.remove_callback(PrinterCallback)
         if config.save_checkpoint:
-            self._grpo.add_callback(_save_at_end())
+            self._grpo.add_callback(SaveAtEnd())
 
     @classmethod
     def from_store(
@@ -311,6 +272,7 @@ class TRLGRPOTrainer(Trainer):
         groups, rollouts, first = self.groups, self.rollouts, self.steps_done + 1
         self._first_global = _global_step(self._resume)
         self._grpo.args.max_steps = self._first_global + steps  # the optimization's step count, carried on
+        self._grpo.first_draw = self.steps_done  # the run's step numbers the draws, whichever call makes them
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
             self._grpo.train(resume_from_checkpoint=self._resume)
@@ -327,17 +289,18 @@ class TRLGRPOTrainer(Trainer):
                            rollouts=self.rollouts - rollouts, checkpoint=checkpoint, seconds=clock())
 
     def _rollout_func(self, prompts: list, grpo: Any) -> dict[str, Any]:
-        """TRL's ``rollout_func``: play the step's episodes (``self._rows``, one per prompt) to their end."""
+        """TRL's ``rollout_func``: play the step's episodes (``grpo.rows``, one per prompt) to their end."""
         from accelerate.utils import gather_object
 
         from coevolve_engine.trainers.trl_grpo.episodes import play_episodes
 
-        if len(self._rows) != len(prompts):
-            raise RuntimeError(f"rollout_func got {len(prompts)} prompts for {len(self._rows)} rows")
+        rows = grpo.rows  # kept by CoevolveGRPOTrainer.training_step: the prompts' rows, in their order
+        if len(rows) != len(prompts):
+            raise RuntimeError(f"rollout_func got {len(prompts)} prompts for {len(rows)} rows")
         import torch
         from trl.models import unwrap_model_for_generation
 
-        from coevolve_engine.trainers.trl_grpo.sampler import draw_seed
+        from coevolve_engine.core.sampler import draw_seed
 
         training = grpo.model.training
         step = self.steps_done + grpo.state.global_step - self._first_global + 1
@@ -348,7 +311,7 @@ class TRLGRPOTrainer(Trainer):
         # step on every process; the episodes then take as many turns as they need on each process
         with unwrap_model_for_generation(grpo.model_wrapped, grpo.accelerator,
                                          gather_deepspeed3_params=grpo.args.ds3_gather_for_generation) as model:
-            output, rollouts = play_episodes(self.environment, self._rows, model, grpo.processing_class,
+            output, rollouts = play_episodes(self.environment, rows, model, grpo.processing_class,
                                              self.config, policy=f"{self.policy_name}@{step - 1}")
         if training:
             everything = gather_object(rollouts)

@@ -1,0 +1,58 @@
+"""TRL's GRPOTrainer as trl-grpo runs it. This module imports TRL and torch, so ``TRLGRPOTrainer`` imports it
+when it builds one, never at the CLI's start.
+
+Besides TRL's public ``rollout_func`` and ``reward_funcs`` (passed by ``TRLGRPOTrainer``), two hooks:
+
+- ``_get_train_sampler`` (the override TRL's maintainers recommend for custom sampling; private, so
+  tests/test_trl_contract.py pins what it relies on): the engine's ``WeightedGroupSampler`` draws each step's
+  groups from the ``BatchSource``'s current weights, in the layout of TRL's ``RepeatSampler`` (each prompt K
+  times in a row, the generation batch ``num_iterations * steps_per_generation`` times). Draw ``n`` is step
+  ``n + 1`` of the run: a train() call's sampler starts at ``first_draw``, the steps done before it.
+- ``training_step`` (transformers' public hook): keeps the step's rows in ``rows`` before TRL generates, since
+  ``rollout_func`` is handed the prompts and the trainer only, and an episode needs its row's task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+
+from coevolve_engine.core.sampler import WeightedGroupSampler
+from coevolve_engine.trainers.base import BatchSource
+
+
+class CoevolveGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer drawing its groups from ``source`` (task id -> weight, with a seed), the dataset's ``task_id``
+    column naming each row's task."""
+
+    def __init__(self, *args: Any, source: BatchSource, first_draw: int = 0, **kwargs: Any) -> None:
+        self.source = source
+        self.first_draw = first_draw  # the run's draw number of the next train() call's first step
+        self.rows: list[dict[str, Any]] = []  # the rows of the step being trained
+        super().__init__(*args, **kwargs)
+
+    def _get_train_sampler(self, dataset=None) -> WeightedGroupSampler:
+        dataset = self.train_dataset if dataset is None else dataset
+        task_ids = list(dataset["task_id"])
+        groups = self.args.generation_batch_size // self.num_generations
+        return WeightedGroupSampler(
+            self.source.weights, task_ids=task_ids, group_size=self.num_generations, batch_tasks=groups,
+            repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.source.seed,
+            start_step=self.first_draw, num_batches=max(1, len(task_ids) // groups),
+        )
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        self.rows = inputs
+        return super().training_step(model, inputs, num_items_in_batch)
+
+
+class SaveAtEnd(TrainerCallback):
+    """Has transformers save its checkpoint (weights, optimizer, scheduler, RNG, state) at the last step of a
+    train() call, on every process (under ZeRO-3 saving is a collective)."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps:
+            control.should_save = True
+        return control
