@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from coevolve_engine.cli import docs
+from coevolve_engine.cli import cli, docs
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -20,6 +21,13 @@ CLI_PAGE = REPO / "docs" / "cli.md"
 def test_the_cli_reference_is_what_the_commands_print():
     committed = CLI_PAGE.read_text(encoding="utf-8") if CLI_PAGE.is_file() else ""
     assert committed == docs.render(), f"docs/cli.md is stale: regenerate it with `{docs.REGENERATE}`"
+
+
+@pytest.mark.parametrize("path", [(), *(path for path, _ in docs.commands())], ids=" ".join)
+def test_each_section_is_what_help_prints_on_a_wide_terminal(path):
+    printed = CliRunner().invoke(cli, [*path, "--help"], prog_name=docs.PROGRAM, terminal_width=docs.TERMINAL)
+    assert printed.exit_code == 0, printed.output
+    assert docs.help_text(path) == "\n".join(line.rstrip() for line in printed.output.splitlines()).strip() + "\n"
 
 
 def test_the_reference_renders_the_same_on_any_terminal(monkeypatch):

@@ -17,7 +17,10 @@ import click
 from coevolve_engine.cli import cli
 
 PROGRAM = "coevolve-engine"
-WIDTH = 100  # the CLI's own max_content_width: the page reads as a 100-column terminal shows it
+#: the CLI's own max_content_width: the page reads as a terminal of 100 columns or more shows it (click keeps
+#: two columns free, so such a terminal wraps at 98)
+WIDTH = 100
+TERMINAL = WIDTH - 2
 REGENERATE = "python -m coevolve_engine.cli.docs > docs/cli.md"
 #: What every command shares, written once here and printed above the commands.
 INTRO = """\
@@ -55,13 +58,14 @@ def commands(group: click.Group = cli, path: tuple[str, ...] = ()) -> list[tuple
 
 def help_text(path: tuple[str, ...]) -> str:
     """``coevolve-engine PATH --help`` as printed on a terminal of WIDTH columns."""
-    context = click.Context(cli, info_name=PROGRAM, terminal_width=WIDTH, max_content_width=WIDTH)
+    settings = {**cli.context_settings, "terminal_width": TERMINAL, "max_content_width": WIDTH}
+    context = click.Context(cli, info_name=PROGRAM, **settings)  # as the command line builds it: -h, --help
     command: click.Command = cli
     for name in path:
         assert isinstance(command, click.Group)
         command = command.get_command(context, name)
-        context = click.Context(command, info_name=name, parent=context, terminal_width=WIDTH,
-                                max_content_width=WIDTH)
+        settings = {**command.context_settings, "terminal_width": TERMINAL, "max_content_width": WIDTH}
+        context = click.Context(command, info_name=name, parent=context, **settings)
     text = command.get_help(context)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"  # as editors save it
 
@@ -75,12 +79,12 @@ def render() -> str:
         f"Generated from the commands' own `--help` by `{REGENERATE}`; do not edit it by hand "
         "(`tests/test_docs.py` fails when it is stale). `coevolve-engine COMMAND --help` prints the same text.",
         "",
-        f"- [`{PROGRAM}`](#{PROGRAM})",
+        f"- [{PROGRAM}](#{PROGRAM})",
     ]
     for path, command in entries:
         words = " ".join((PROGRAM, *path))
         indent = "  " * len(path)
-        lines.append(f"{indent}- [`{words}`](#{words.replace(' ', '-')}): {command.get_short_help_str(limit=200)}")
+        lines.append(f"{indent}- [{words}](#{words.replace(' ', '-')}): {command.get_short_help_str(limit=200)}")
     lines += ["", INTRO.rstrip("\n")]
     for path in [(), *(path for path, _ in entries)]:
         lines += ["", f"{'#' * min(2 + len(path) - (1 if path else 0), 4)} {' '.join((PROGRAM, *path))}", "",
