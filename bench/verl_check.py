@@ -12,7 +12,7 @@ coevolve-engine (without dependencies) so that ``pkg://coevolve_engine...`` reso
 
 What it checks, printing one line per item and exiting non-zero on any failure:
 
-1. overrides: every ``key=value`` verl override in README.md, recipes/*.toml, recipes/README.md, the
+1. overrides: every ``key=value`` verl override in docs/trainers.md, recipes/*.toml, recipes/README.md, the
    ``export`` command's help and trainers/verl_sampler.py (the lines of each ``verl.trainer.main_ppo`` command,
    and any ``data.``/``actor_rollout_ref.``/``algorithm.`` override elsewhere) is composed on its own with
    ``ppo_trainer`` (verl's config; a key verl does not have is refused, as ``main_ppo`` would refuse it), then
@@ -67,8 +67,9 @@ def doc_sources() -> dict[str, str]:
     """Each file (or help text) that prints verl overrides, by a short name."""
     from coevolve_engine.cli.export import export
 
-    sources = {"README.md": (REPO / "README.md").read_text(), "recipes/README.md": (REPO / "recipes/README.md")
-               .read_text(), "trainers/verl_sampler.py": (REPO / "trainers/verl_sampler.py").read_text(),
+    sources = {"docs/trainers.md": (REPO / "docs/trainers.md").read_text(),
+               "recipes/README.md": (REPO / "recipes/README.md").read_text(),
+               "trainers/verl_sampler.py": (REPO / "trainers/verl_sampler.py").read_text(),
                "coevolve-engine export --help": export.epilog or ""}
     for path in sorted((REPO / "recipes").glob("*.toml")):
         sources[f"recipes/{path.name}"] = path.read_text()
@@ -319,12 +320,12 @@ def episodes():
 # -- the parent ---------------------------------------------------------------------------------------------------
 
 def route_overrides(blocks: list[dict], weighted: bool) -> list[str]:
-    """The overrides of README's uniform (paper) or weighted verl command."""
+    """The overrides of docs/trainers.md's uniform (paper) or weighted verl command."""
     for block in blocks:
-        if (block["source"] == "README.md" and block["complete"]
+        if (block["source"] == "docs/trainers.md" and block["complete"]
                 and weighted == any("custom_cls" in o for o in block["overrides"])):
             return block["overrides"]
-    raise SystemExit(f"README.md prints no {'weighted' if weighted else 'uniform'} verl command")
+    raise SystemExit(f"docs/trainers.md prints no {'weighted' if weighted else 'uniform'} verl command")
 
 
 def build_parser() -> argparse.ArgumentParser:

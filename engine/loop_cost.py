@@ -1,5 +1,5 @@
 """The loop's cost: one definition, one label, wherever it is shown (the terminal after `run` and `demo`, the
-report's headline, the README).
+report's headline, docs/run.md).
 
     feedback against training = sum(feedback_seconds) / sum(training_seconds) over the finished rounds that
     trained (``round_costs``), printed as "+10.3%"

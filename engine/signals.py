@@ -16,7 +16,7 @@ FORGETTING_FORMS = ("group", "trajectory")
 
 @dataclass(frozen=True)
 class SignalParams:
-    """The signal constants (DESIGN.md section 2)."""
+    """The signal constants (docs/architecture.md, "The signals")."""
 
     threshold: float = 0.5  # a rollout succeeds when reward >= threshold
     w: int = 3  # forgetting window: the w most recent earlier scores

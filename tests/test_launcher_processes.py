@@ -3,7 +3,7 @@
 Each step draws two calc tasks, one of one user turn and one of two, so the two processes play episodes of
 different lengths at once (each process plays its own groups). The round must finish, and every rollout of
 every process must be in the store exactly once, in whole groups. What only a GPU can show (ZeRO-3 gathering
-the weights for generation) is in the README's "More than one process" section.
+the weights for generation) is in docs/run.md, "Several GPUs".
 """
 
 from __future__ import annotations

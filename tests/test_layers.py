@@ -1,4 +1,4 @@
-"""Imports point one way (shared/DESIGN.md, section 5): core <- adapters <- trainers <- engine <- cli.
+"""Imports point one way (docs/architecture.md, "Layers"): core <- adapters <- trainers <- engine <- cli.
 
 Every ``import`` in the three source folders, at module top, inside functions and under TYPE_CHECKING alike,
 is read with ``ast`` and classified by the layer of the module it names. A layer may import its own layer and

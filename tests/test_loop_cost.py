@@ -1,5 +1,5 @@
 """The loop's cost is one figure with one label: the terminal's "Loop cost" line after `run`, the report's
-headline, and the README's demo figures say the same thing for the same run."""
+headline, and the demo's figures in the docs (docs/run.md) say the same thing for the same run."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def test_terminal_and_report_give_the_same_loop_cost(tmp_path):
     assert figure == "+17.2%"   # 5.0 s / 29.0 s; the running round 2 does not count
 
 
-def test_the_readme_quotes_one_loop_cost_for_the_demo():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_docs_quote_one_loop_cost_for_the_demo():
+    text = "\n".join(page.read_text(encoding="utf-8") for page in [REPO / "README.md", *(REPO / "docs").glob("*.md")])
     printed = re.findall(r"Loop cost: feedback [\d.]+ s against training [\d.]+ s over \d+ rounds: (\+[\d.]+%)", text)
     quoted = re.findall(r"The loop's cost: feedback against training \(`feedback_%`[^)]*\) is (\+[\d.]+%)", text)
     assert printed and quoted and set(printed) == set(quoted), (printed, quoted)

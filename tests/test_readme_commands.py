@@ -6,7 +6,7 @@ Which text is a command:
 - in a fenced block (```bash, ```sh, ```text or unlabelled), a line (joined with the next while it ends in a
   backslash) is cut at `&&`, `;` and `|`; each piece that starts with `coevolve-engine`,
   `.venv/bin/coevolve-engine`, `python bench/` or `python3 bench/` is a command, and the words after a `#` or a
-  redirection (`>`, `<`) are not part of it. In the README's command overview (lines of two columns), the text
+  redirection (`>`, `<`) are not part of it. In a command overview (lines of two columns), the text
   after two or more spaces, and the indented lines under a command, describe it;
 - in prose, inline code that starts with one of those words, cut the same way (a mention such as
   `coevolve-engine query` names a command without its arguments: a missing argument is allowed there, and only

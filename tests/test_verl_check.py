@@ -26,12 +26,12 @@ def check():
     return runpy.run_path(str(CHECK))
 
 
-def test_the_readme_prints_a_whole_uniform_and_a_whole_weighted_verl_command(check):
+def test_the_trainers_page_prints_a_whole_uniform_and_a_whole_weighted_verl_command(check):
     found = check["collect"]()
-    readme = [c for c in found["commands"] if c["source"] == "README.md" and c["complete"]]
+    page = [c for c in found["commands"] if c["source"] == "docs/trainers.md" and c["complete"]]
     uniform = check["route_overrides"](found["commands"], weighted=False)
     weighted = check["route_overrides"](found["commands"], weighted=True)
-    assert len(readme) == 2 and uniform != weighted
+    assert len(page) == 2 and uniform != weighted
     assert "data.shuffle=True" in uniform and not any("custom_cls" in o for o in uniform)
     assert {"data.custom_cls.path=pkg://coevolve_engine.trainers.verl_sampler",
             "data.custom_cls.name=WeightedRLHFDataset"} <= set(weighted)

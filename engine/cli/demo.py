@@ -12,7 +12,7 @@ from coevolve_engine.cli.options import ROUNDS, SEED
 @click.command(epilog="""\b
 Examples:
   coevolve-engine demo                          ./coevolve-demo, 8 rounds (6 min 10 s measured on a quiet
-                                                2-core CPU machine; README, "The demo")
+                                                2-core CPU machine; docs/run.md, "The demo")
   coevolve-engine demo --dir /tmp/d --rounds 4  fewer rounds; a rerun with more adds the missing ones
   coevolve-engine demo --quick                  2 short rounds on a few tasks, what the tests run (40 s
                                                 measured on the quiet 2-core machine)""")

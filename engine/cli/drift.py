@@ -100,7 +100,7 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, 
     rollouts per step (the paper's Figure 3); --table eval_similarity bins each round's candidates by their
     similarity to the eval tasks. A store `run` never made (your own ingested rollouts) is read over windows of
     training steps instead (--step-window); --table forgetting_tasks, boundary_tasks and rare_patterns name what
-    the signals found. README's "Drift" section defines each one.
+    the signals found. docs/drift.md defines each one.
     """
     if show_sql:
         from coevolve_engine.drift import JS_SQL

@@ -24,7 +24,7 @@ verl (train.parquet, read by verl's RLHFDataset; keys checked against verl 0.9.1
   uniform sampling (the paper's method) is verl's own, data.shuffle=True; to draw by weight add
     data.custom_cls.path=pkg://coevolve_engine.trainers.verl_sampler \\
     data.custom_cls.name=WeightedRLHFDataset +data.weighted_draws=320
-  (README.md, "Training with verl or OpenRLHF", has the whole command.)
+  (docs/trainers.md, "verl and OpenRLHF", has the whole command.)
   Each row: data_source, prompt (chat messages), ability, reward_model {style: rule, ground_truth: task id},
   extra_info {index, task_id, env, weight, split, spec (JSON text), interaction_kwargs}.
   Tasks of an installed environment (BFCL) play whole episodes in verl: the prompt is the episode's opening
@@ -80,8 +80,8 @@ def export(round_: int, layout: str | None, output: Path | None, weights_from_ro
     if report.verl_files:
         click.echo(f"{report.verl_files['tools']}, {report.verl_files['interaction']}, "
                    f"{report.verl_files['agent_loop']}: verl's tools, interaction and agent loop for whole episodes")
-        click.echo("train with (MODEL, ROLLOUTS and the GPUs are yours; the hyperparameters: README, "
-                   "\"Training with verl\"):")
+        click.echo("train with (MODEL, ROLLOUTS and the GPUs are yours; the hyperparameters: docs/trainers.md, "
+                   "\"verl and OpenRLHF\"):")
         click.echo(report.verl_command)
 
 

@@ -49,8 +49,8 @@ wait_option = click.option(
 
 
 def signal_options(command):
-    """The signal constants (DESIGN.md section 2) as options: --threshold, --window/-w, --theta, --min-n,
-    --forgetting-form."""
+    """The signal constants (docs/architecture.md, "The signals") as options: --threshold, --window/-w, --theta,
+    --min-n, --forgetting-form."""
     for option in reversed((
         click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
                      help="A rollout succeeds when its reward is at least this (unless its record says otherwise)."),

@@ -47,7 +47,7 @@ class CoevolveStrategy(CurriculumStrategy):
         terms = [
             # base: every task keeps a floor, so it is still drawn when no signal flags it
             pl.lit(c.base).alias("base"),
-            # a * forgetting_recent: solved before, failing now (DESIGN.md section 2)
+            # a * forgetting_recent: solved before, failing now (docs/architecture.md, "The signals")
             (c.forgetting * pl.col("forgetting_recent")).alias("forgetting"),
             # b * boundary_recent: groups with at least one success and one failure (the paper's uncertainty)
             (c.boundary * pl.col("boundary_recent")).alias("boundary"),

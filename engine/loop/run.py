@@ -1,6 +1,6 @@
 """The co-evolution loop: rounds of weights -> train -> eval -> signals -> patterns -> synthesize -> validate.
 
-One round (shared/DESIGN.md, section 3):
+One round (docs/architecture.md, "The round"):
 
     task distribution (weights, round R)
         -> the trainer trains F steps on weighted GRPO groups; every rollout goes to store.trajectories

@@ -1,4 +1,5 @@
-"""Failure patterns: the trajectories flagged at one step, rendered, embedded and clustered (DESIGN.md section 3).
+"""Failure patterns: the trajectories flagged at one step, rendered, embedded and clustered
+(docs/architecture.md, "The round").
 
 A failure pattern is a cluster of flagged trajectories that failed (or wavered) in a similar way; the
 synthesis loop summarises each pattern once with an LLM instead of reading every trajectory. The patterns of

@@ -1,7 +1,8 @@
 -- drift_diversity_with(k := 5, embedding_model := 'all-MiniLM-L6-v2'): one row per round with a task set:
--- the diversity of its tasks' prompts as the CoEvolve paper measures it (DESIGN.md section 6), over the
--- prompt embeddings cached in `embeddings` (text_hash = sha256 of the prompt; `coevolve-engine drift` embeds
--- the missing ones). Tasks without a prompt or a cached vector are left out (see `embedded`).
+-- the diversity of its tasks' prompts as the CoEvolve paper measures it (docs/architecture.md, "The paper's
+-- protocol and measures"), over the prompt embeddings cached in `embeddings` (text_hash = sha256 of the
+-- prompt; `coevolve-engine drift` embeds the missing ones). Tasks without a prompt or a cached vector are left
+-- out (see `embedded`).
 --   round           the round (drift_task_sets)
 --   tasks           tasks in its set
 --   embedded        of them, tasks with a prompt embedding: the set Y measured

@@ -79,7 +79,7 @@ def write_verl_files(out_dir: Path, openings: list["EpisodeOpening"], interactio
 
 def verl_command(data_file: Path, files: dict[str, Path]) -> str:
     """A verl command that plays the exported episodes: the configs, the reward function, the data; the
-    hyperparameters (README, "Training with verl") and MODEL, ROLLOUTS and the GPUs are the user's."""
+    hyperparameters (docs/trainers.md, "verl and OpenRLHF") and MODEL, ROLLOUTS and the GPUs are the user's."""
     lines = [
         "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo",
         f"data.train_files={data_file} data.val_files={data_file} trainer.val_before_train=False",
