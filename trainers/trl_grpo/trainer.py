@@ -162,6 +162,7 @@ def _grpo_class():
     """TRL's GRPOTrainer with the two overrides (imported lazily: TRL and torch are heavy)."""
     from trl import GRPOTrainer
 
+    from coevolve_engine.trainers.trl_grpo.episodes import segment_batch
     from coevolve_engine.trainers.trl_grpo.sampler import WeightedRepeatSampler
 
     class CoevolveGRPOTrainer(GRPOTrainer):
@@ -179,7 +180,7 @@ def _grpo_class():
 
         def _generate_and_score_completions(self, inputs):
             self.owner._rows = inputs  # the rollout_func gets prompts only; it needs each row's task
-            return super()._generate_and_score_completions(inputs)
+            return segment_batch(self, super()._generate_and_score_completions(inputs), inputs)  # a row a segment
 
     return CoevolveGRPOTrainer
 
