@@ -10,7 +10,7 @@ Tools released at a later turn (BFCL's miss_func) cannot go back into the prompt
 sampled, so they come where BFCL's prompting loop puts them for a local model (``inference_multi_turn_prompting``,
 the loop of its Qwen handlers): in front of that turn's user message, one JSON schema a line, as the template
 renders the opening tools (``released_tools_message``). The prompt keeps the tools shown at the first turn; the
-ids stay one record, appended to and never rewritten.
+ids stay one record (one per segment, below), appended to and never rewritten.
 
 Earlier turns' reasoning. Some chat templates drop the reasoning (``<think>...</think>``) of assistant messages
 before the last user message (Qwen3's; BFCL's Qwen prompting handler formats its prompts the same way), so a

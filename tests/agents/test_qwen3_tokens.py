@@ -228,6 +228,13 @@ def test_thinking_on_each_turn_reads_what_bfcls_qwen_handler_reads(qwen3_tokeniz
     written = ChatTokens(qwen3_tokenizer).episode(_normalised(rollout.messages), turn_tools[0], turn_tools)
     assert [(s.prompt_ids, s.completion_ids, s.mask) for s in written.segments()] == \
         [(s.prompt_ids, s.completion_ids, s.mask) for s in segments]
+    # and SFT's dataset holds one record per segment, the loss on its sampled tokens
+    from coevolve_engine.trainers.sft import _dataset
+
+    data = _dataset([{"messages": _normalised(rollout.messages), "tools": turn_tools[0], "turn_tools": turn_tools}],
+                    qwen3_tokenizer, {})
+    assert data["input_ids"] == [s.prompt_ids + s.completion_ids for s in segments]
+    assert data["completion_mask"] == [[0] * len(s.prompt_ids) + s.mask for s in segments]
 
 
 def test_thinking_off_keeps_one_record(qwen3_tokenizer):
