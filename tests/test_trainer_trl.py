@@ -333,7 +333,7 @@ def thinking_step(tmp_path_factory):
     with Store(db) as store:
         store.add_records("tasks", [task])
     config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), num_generations=K, groups_per_step=1,
-                           learning_rate=1e-2, beta=0.0, max_new_tokens=64, max_completion_length=400,
+                           learning_rate=1e-2, beta=1e-3, max_new_tokens=64, max_completion_length=400,
                            policy_name="tiny", save_checkpoint=False)
     trainer = TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),
                                         reward_funcs=[shorter_is_better])
@@ -354,7 +354,8 @@ def thinking_step(tmp_path_factory):
                                                               for ids in new])], dim=1)
         with torch.no_grad():
             logits = model(input_ids=sequences, attention_mask=attention).logits
-        scores = [logits[:, input_ids.size(1) - 1 + t] for t in range(width)]
+        # the scores generate returns: the logits warped by the sampling temperature
+        scores = [logits[:, input_ids.size(1) - 1 + t] / kwargs.get("temperature", 1.0) for t in range(width)]
         return SimpleNamespace(sequences=sequences, scores=scores)
 
     model.generate = generate  # the script writes, the tiny model scores what it wrote
@@ -403,17 +404,24 @@ def test_a_grpo_step_with_thinking_on_trains_each_segment_with_its_episodes_adva
     assert abs(advantage[:, 0].sum().item()) < 1e-4 and advantage[:, 0].abs().max().item() > 0.1
     sampled = torch.tensor([sum(sum(m) for _, _, m, _ in segments) for segments in episodes], dtype=torch.float32)
     assert batch["num_items_in_batch"].item() == sampled.sum().item()
+    # the reference log-probabilities were computed on the segments' rows: the reference is the policy that
+    # sampled them, so on every sampled token they are the sampling log-probabilities
+    sampled_at = (batch["completion_mask"] * batch["tool_mask"]).bool()
+    assert torch.allclose(batch["ref_per_token_logps"][sampled_at], batch["sampling_per_token_logps"][sampled_at],
+                          atol=1e-4)
     # TRL's default loss (dapo) is token-level: at the sampling policy (ratio 1, beta 0) its value is the
     # advantages averaged over sampled tokens, so an episode weighs by its sampled tokens, not its segments
     grpo = trainer._grpo
     assert grpo.loss_type == "dapo"
     grpo.model.eval()
+    grpo.beta = 0.0
     try:
         with torch.no_grad():
             loss = grpo._compute_loss(grpo.model, {k: v for k, v in batch.items()
                                                    if k not in ("old_per_token_logps", "sampling_per_token_logps")})
     finally:
         grpo.model.train()
+        grpo.beta = trainer.config.beta
     expected = -(advantage[:, 0].cpu() * sampled).sum() / sampled.sum()
     assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
     # and the step trained: the parameters moved
