@@ -309,7 +309,8 @@ def _thinking_answer(text: str, row: int) -> str:
     reasoning = " ".join(["hmm"] * (1 + row))
     if text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n"):
         return f"<think>\n{reasoning}\n</think>\n\nDone."
-    return f'<think>\n{reasoning}\n</think>\n\n<tool_call>\n{{"name": "add", "arguments": {{"amount": 2}}}}\n</tool_call>'
+    call = json.dumps({"name": "add", "arguments": {"amount": 2}})
+    return f"<think>\n{reasoning}\n</think>\n\n<tool_call>\n{call}\n</tool_call>"
 
 
 @pytest.fixture(scope="module")

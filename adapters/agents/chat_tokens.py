@@ -121,14 +121,18 @@ class ChatTokens:
     def _drops_reasoning(self) -> bool:
         """Whether the template, with these kwargs, drops the reasoning of answers before the last user message
         while the policy writes its own (its generation prompt does not close a reasoning block itself)."""
+        from jinja2 import TemplateError
+
         early, late = "\x01early reasoning\x01", "\x01late reasoning\x01"
-        chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": f"<think>\n{early}\n</think>\n\nb"},
-                {"role": "user", "content": "c"}, {"role": "assistant", "content": f"<think>\n{late}\n</think>\n\nd"}]
+        chat = [{"role": "user", "content": "a"},
+                {"role": "assistant", "content": f"<think>\n{early}\n</think>\n\nb"},
+                {"role": "user", "content": "c"},
+                {"role": "assistant", "content": f"<think>\n{late}\n</think>\n\nd"}]
         try:
             text = self.render(chat, None, generation_prompt=False)
             opening = self.render(chat[:1], None, generation_prompt=False)
             prompt = self.render(chat[:1], None, generation_prompt=True)[len(opening):]
-        except Exception:  # a template that refuses this chat (e.g. strict role order) drops nothing we can see
+        except TemplateError:  # a template that refuses this chat (e.g. strict role order): nothing seen dropped
             return False
         return late in text and early not in text and "</think>" not in prompt
 
