@@ -113,7 +113,9 @@ def segment_batch(grpo: Any, batch: dict[str, Any], inputs: list[dict[str, Any]]
 
     ``inputs`` are the step's rows, holding ``episode_segments`` (TRL copies the ``rollout_func`` fields onto
     them). Every process takes the same path (its decision is gathered) and runs one forward per log-probability,
-    so no collective depends on how many segments a process holds."""
+    so no collective depends on how many segments a process holds. TRL splits the batch into
+    ``steps_per_generation`` equal parts: empty rows (mask 0, advantage 0) pad it to a multiple (none at the
+    default of 1). TRL's logged completion lengths stay those of the first segments."""
     import torch
     from trl.models.utils import disable_gradient_checkpointing
     from trl.trainer.utils import pad
