@@ -314,3 +314,131 @@ def test_one_grpo_step_changes_the_log_probability_of_turn_2_and_3_tokens(three_
 
     moved = (logps(after) - logps(old)).abs()
     assert all(moved[p - 1] > 1e-6 for p in later)
+
+
+# --- thinking on: each user turn re-renders the context without earlier reasoning, a segment per turn ----------
+
+def _thinking_answer(text: str, row: int) -> str:
+    """What the scripted policy writes after ``text`` (a prompt): reasoning of a length set by its batch row, then
+    a call to ``add`` or, after a tool result, a plain answer that ends the turn."""
+    reasoning = " ".join(["hmm"] * (1 + row))
+    if text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n"):
+        return f"<think>\n{reasoning}\n</think>\n\nDone."
+    call = json.dumps({"name": "add", "arguments": {"amount": 2}})
+    return f"<think>\n{reasoning}\n</think>\n\n<tool_call>\n{call}\n</tool_call>"
+
+
+@pytest.fixture(scope="module")
+def thinking_step(tmp_path_factory):
+    """One trl-grpo step on the tiny Qwen3 (thinking on: its template drops earlier reasoning), the answers written
+    by a script with think blocks and scored by the tiny model itself (teacher-forced)."""
+    from types import SimpleNamespace
+
+    from toy_env import TOOLS, CounterEnvironment, counter_task
+
+    from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, qwen3_chat_template
+    from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig, TRLGRPOTrainer
+
+    tmp = tmp_path_factory.mktemp("thinking")
+    answers = [_thinking_answer(end, row) for row in range(K)
+               for end in ("", "</tool_response><|im_end|>\n<|im_start|>assistant\n")]
+    corpus = [qwen3_chat_template(), json.dumps(TOOLS), *THREE_TURNS, *answers] * 3
+    policy = build_tiny_qwen3(tmp / "policy", corpus, vocab_size=400)
+    task = counter_task("counter/thinking", THREE_TURNS, target=6)
+    db = tmp / "store.duckdb"
+    with Store(db) as store:
+        store.add_records("tasks", [task])
+    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), num_generations=K, groups_per_step=1,
+                           learning_rate=1e-2, beta=1e-3, max_new_tokens=64, max_completion_length=400,
+                           policy_name="tiny", save_checkpoint=False)
+    trainer = TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),
+                                        reward_funcs=[shorter_is_better])
+    grpo, model = trainer._grpo, trainer.model
+    tokenizer = grpo.processing_class
+    assert tokenizer.chat_template is not None
+
+    def generate(input_ids, attention_mask, max_new_tokens, **kwargs):
+        texts = [tokenizer.decode([t for t, a in zip(row, att) if a], skip_special_tokens=False)
+                 for row, att in zip(input_ids.tolist(), attention_mask.tolist())]
+        new = [tokenizer(_thinking_answer(text, row) + "<|im_end|>", add_special_tokens=False)["input_ids"]
+               for row, text in enumerate(texts)]
+        width = max(map(len, new))
+        pad = tokenizer.pad_token_id
+        tail = torch.tensor([ids + [pad] * (width - len(ids)) for ids in new])
+        sequences = torch.cat([input_ids, tail], dim=1)
+        attention = torch.cat([attention_mask, torch.tensor([[1] * len(ids) + [0] * (width - len(ids))
+                                                              for ids in new])], dim=1)
+        with torch.no_grad():
+            logits = model(input_ids=sequences, attention_mask=attention).logits
+        # the scores generate returns: the logits warped by the sampling temperature
+        scores = [logits[:, input_ids.size(1) - 1 + t] / kwargs.get("temperature", 1.0) for t in range(width)]
+        return SimpleNamespace(sequences=sequences, scores=scores)
+
+    model.generate = generate  # the script writes, the tiny model scores what it wrote
+    seen, batches = [], []
+    play, score = trainer._rollout_func, grpo._generate_and_score_completions
+
+    def recording(prompts, trl_trainer):
+        output = play(prompts, trl_trainer)
+        seen.append(output)
+        return output
+
+    def scored(inputs):
+        batch = score(inputs)
+        batches.append(batch)
+        return batch
+
+    grpo.rollout_func, grpo._generate_and_score_completions = recording, scored
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    trainer.train(1)
+    return trainer, before, seen[0], batches[0]
+
+
+def test_a_grpo_step_with_thinking_on_trains_each_segment_with_its_episodes_advantage(thinking_step):
+    trainer, before, output, batch = thinking_step
+    tokenizer = trainer._grpo.processing_class
+    episodes = output["episode_segments"]
+    assert len(episodes) == K and all(len(segments) == 3 for segments in episodes)  # a segment per user turn
+    # the batch TRL trains: one row per segment, in episode order
+    rows = [segment for segments in episodes for segment in segments]
+    assert batch["completion_ids"].size(0) == batch["advantages"].size(0) == len(rows) == 3 * K
+    for r, (prompt, completion, mask, logprobs) in enumerate(rows):
+        text = tokenizer.decode(prompt, skip_special_tokens=False)
+        assert "hmm" not in text  # no earlier turn's reasoning in any segment's context
+        width = batch["prompt_ids"].size(1)
+        assert batch["prompt_ids"][r, width - len(prompt):].tolist() == prompt
+        assert batch["completion_ids"][r, :len(completion)].tolist() == completion
+        assert batch["tool_mask"][r, :len(mask)].tolist() == mask
+        assert batch["completion_mask"][r].sum().item() == len(completion)
+        sampled = tokenizer.decode([t for t, m in zip(completion, mask) if m], skip_special_tokens=False)
+        assert sampled.count("<think>") == 2 and sampled.endswith("Done.<|im_end|>")  # the turn's two answers
+    # the first segment of each episode is what the rollout_func gave TRL for it
+    assert [segments[0][1] for segments in episodes] == output["completion_ids"]
+    # each segment carries its episode's advantage, and the advantages are normalised per episode in the group
+    advantage = batch["advantages"].view(K, 3)
+    assert torch.equal(advantage, advantage[:, :1].expand(K, 3))
+    assert abs(advantage[:, 0].sum().item()) < 1e-4 and advantage[:, 0].abs().max().item() > 0.1
+    sampled = torch.tensor([sum(sum(m) for _, _, m, _ in segments) for segments in episodes], dtype=torch.float32)
+    assert batch["num_items_in_batch"].item() == sampled.sum().item()
+    # the reference log-probabilities were computed on the segments' rows: the reference is the policy that
+    # sampled them, so on every sampled token they are the sampling log-probabilities
+    sampled_at = (batch["completion_mask"] * batch["tool_mask"]).bool()
+    assert torch.allclose(batch["ref_per_token_logps"][sampled_at], batch["sampling_per_token_logps"][sampled_at],
+                          atol=1e-4)
+    # TRL's default loss (dapo) is token-level: at the sampling policy (ratio 1, beta 0) its value is the
+    # advantages averaged over sampled tokens, so an episode weighs by its sampled tokens, not its segments
+    grpo = trainer._grpo
+    assert grpo.loss_type == "dapo"
+    grpo.model.eval()
+    grpo.beta = 0.0
+    try:
+        with torch.no_grad():
+            loss = grpo._compute_loss(grpo.model, {k: v for k, v in batch.items()
+                                                   if k not in ("old_per_token_logps", "sampling_per_token_logps")})
+    finally:
+        grpo.model.train()
+        grpo.beta = trainer.config.beta
+    expected = -(advantage[:, 0].cpu() * sampled).sum() / sampled.sum()
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
+    # and the step trained: the parameters moved
+    assert any(not torch.equal(p, before[name]) for name, p in trainer.model.named_parameters())

@@ -1,8 +1,9 @@
 """What trl-grpo relies on in TRL's GRPOTrainer beyond its documented arguments, pinned so that a TRL upgrade
 that changes it fails here, by name, rather than training on the wrong groups without a word.
 
-trl-grpo (``trainers/trl_grpo/grpo.py``) overrides one private method, ``_get_train_sampler``, to draw its groups
-with the engine's weighted sampler, and reads the settings TRL passes its own ``RepeatSampler``; it hands the
+trl-grpo (``trainers/trl_grpo/grpo.py``) overrides two private methods: ``_get_train_sampler``, to draw its
+groups with the engine's weighted sampler (it reads the settings TRL passes its own ``RepeatSampler``), and
+``_generate_and_score_completions``, whose scored batch it rebuilds with a row per token segment. It hands the
 step's rows to ``rollout_func`` through transformers' public ``training_step``, which must see the very batch
 whose prompts TRL then gives ``rollout_func``.
 """
@@ -68,3 +69,24 @@ def test_rollout_func_gets_the_prompts_of_the_batch_training_step_saw():
         changed("GRPOTrainer._generate_and_score_completions", "the prompts being the inputs' prompts, in order")
     assert "self.rollout_func(prompts, self)" in source(GRPOTrainer._generate), changed(
         "GRPOTrainer._generate", "rollout_func(prompts, trainer) with the prompts in the inputs' order")
+
+
+def test_the_scored_batch_segment_batch_rebuilds_is_trls():
+    # CoevolveGRPOTrainer._generate_and_score_completions hands TRL's scored batch to segment_batch
+    # (trainers/trl_grpo/episodes.py), which rebuilds it with a row per token segment: it relies on the method's
+    # signature, on the batch's keys and on the trainer members it reads to recompute log-probabilities
+    score = inspect.signature(GRPOTrainer._generate_and_score_completions)
+    assert list(score.parameters) == ["self", "inputs"], changed(
+        f"GRPOTrainer._generate_and_score_completions{score}", "_generate_and_score_completions(self, inputs)")
+    logps = list(inspect.signature(GRPOTrainer._get_per_token_logps_and_entropies).parameters)
+    assert logps[:6] == ["self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size"], changed(
+        f"GRPOTrainer._get_per_token_logps_and_entropies{tuple(logps)}",
+        "(model, input_ids, attention_mask, logits_to_keep, batch_size) returning the log-probabilities first")
+    trainer = source(GRPOTrainer)
+    for key in ('"prompt_ids"', '"prompt_mask"', '"completion_ids"', '"completion_mask"', '"tool_mask"',
+                '"advantages"', '"num_items_in_batch"', '"old_per_token_logps"', '"ref_per_token_logps"',
+                '"sampling_per_token_logps"'):
+        assert key in trainer, changed("GRPOTrainer's scored batch", f"its key {key}")
+    for member in ("self.pad_to_multiple_of", "self.mask_truncated_completions", "self.eos_token_ids",
+                   "self._tokenizer", "self.ref_model"):
+        assert member in trainer, changed("GRPOTrainer", f"the member {member}")

@@ -204,7 +204,8 @@ def sft_args(config: RFTConfig) -> Any:
 
 def _dataset(rows: list[dict[str, Any]], tokenizer: Any, chat_template_kwargs: dict[str, Any]):
     """A ``datasets.Dataset`` of token ids and a completion mask per demonstration, built as the player builds an
-    episode (``ChatTokens.episode``): the mask is 1 on every assistant message's tokens, in every turn."""
+    episode (``ChatTokens.episode``): the mask is 1 on every assistant message's tokens, in every turn. An episode
+    whose template drops earlier turns' reasoning is several segments (``chat_tokens``), one record each."""
     from datasets import Dataset
 
     from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
@@ -213,7 +214,8 @@ def _dataset(rows: list[dict[str, Any]], tokenizer: Any, chat_template_kwargs: d
     records = []
     for row in rows:
         tokens = chat.episode(row["messages"], row["tools"], row.get("turn_tools"))
-        records.append({"input_ids": tokens.ids, "completion_mask": [0] * len(tokens.prompt_ids) + tokens.mask})
+        records += [{"input_ids": segment.prompt_ids + segment.completion_ids,
+                     "completion_mask": [0] * len(segment.prompt_ids) + segment.mask} for segment in tokens.segments()]
     return Dataset.from_list(records)
 
 

@@ -143,13 +143,14 @@ class LocalAgent(Agent):
 class TokenPolicy:
     """A transformers causal LM answering a batch of episodes with one ``generate`` per round, on token ids built
     incrementally (``chat_tokens``): the ids each episode keeps in ``play.state["tokens"]`` are exactly what was
-    sampled plus what the template put around it. Used by ``LocalAgent`` (eval, rollout) and by the trl-grpo
-    trainer on the model it trains.
+    sampled plus what the template put around it (a segment per user turn where the template drops earlier
+    turns' reasoning). Used by ``LocalAgent`` (eval, rollout) and by the trl-grpo trainer on the model it trains.
 
     temperature 0: greedy. max_new_tokens: per answer. max_episode_tokens: tokens after the prompt per episode
-    (sampled and not); an episode that needs more stops as a failure (stop "max_tokens"). logprobs: keep each
-    sampled token's log-probability (for the trainer). generate_kwargs: passed to every ``generate`` (the
-    trainer's ``synced_gpus=False`` under ZeRO-3, where each process plays its own number of turns).
+    (per segment where it has several; sampled and not); an episode that needs more stops as a failure (stop
+    "max_tokens"). logprobs: keep each sampled token's log-probability (for the trainer). generate_kwargs: passed
+    to every ``generate`` (the trainer's ``synced_gpus=False`` under ZeRO-3, where each process plays its own
+    number of turns).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, top_p: float = 1.0,

@@ -129,3 +129,129 @@ def test_tools_released_later_reach_the_token_ids_from_their_turn(qwen3_tokenize
     _, turn_tools = _opening(bfcl, task)
     written = ChatTokens(qwen3_tokenizer).episode(_normalised(rollout.messages), turn_tools[0], turn_tools)
     assert (written.ids, written.mask) == (tokens.ids, tokens.mask)
+
+
+def _thinking_answers(spec, environment) -> list[str]:
+    """The ground truth as a thinking Qwen3 writes it: every answer opens with its own reasoning."""
+    answers = []
+    for turn, calls in enumerate(environment.reference_solution(spec)):
+        answers += [f"<think>\nturn {turn} reasoning {i}: {c.name} is next\n</think>\n\n<tool_call>\n"
+                    f'{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>'
+                    for i, c in enumerate(calls)]
+        answers.append(f"<think>\nturn {turn} reasoning: all done\n</think>\n\nDone.")
+    return answers
+
+
+def _bfcl_qwen_prompts(qwen3_tokenizer, play, tokens, answers: list[str]) -> list[str]:
+    """The prompt BFCL's Qwen prompting handler formats (``_format_prompt``) before each answer of ``play``, its
+    history built by the handler's own methods from the same chat: the system text the model was shown, the user
+    messages as the token record shows them, each scripted answer parsed by the handler (reasoning apart) and
+    each tool result added as the handler adds execution results."""
+    from bfcl_eval.model_handler.local_inference.qwen import QwenHandler
+
+    from coevolve_engine.adapters.agents.chat_tokens import released_tools_message
+
+    handler = QwenHandler("Qwen/Qwen3-8B", temperature=0.0, registry_name="Qwen3-8B", is_fc_model=False)
+    opening = qwen3_tokenizer.decode(tokens.segments()[0].prompt_ids, skip_special_tokens=False)
+    system = opening[len("<|im_start|>system\n"):opening.index("<|im_end|>")]
+    data: dict = {"message": [{"role": "system", "content": system}]}
+    written = iter(answers)
+    prompts = []
+    for index, message in enumerate(play.messages):
+        role = message["role"]
+        if role == "user":
+            shown = released_tools_message(message, tokens.releases[index]) if index in tokens.releases else message
+            data = handler._add_next_turn_user_message_prompting(data, [{"role": "user", "content": shown["content"]}])
+        elif role == "assistant":
+            prompts.append(handler._format_prompt(data["message"], None))
+            response = SimpleNamespace(choices=[SimpleNamespace(text=next(written))],
+                                       usage=SimpleNamespace(prompt_tokens=0, completion_tokens=0))
+            data = handler._add_assistant_message_prompting(data, handler._parse_query_response_prompting(response))
+        elif role == "tool":
+            data = handler._add_execution_results_prompting(data, [message["content"]],
+                                                            {"model_responses_decoded": [message.get("name")]})
+    return prompts
+
+
+def test_thinking_on_each_turn_reads_what_bfcls_qwen_handler_reads(qwen3_tokenizer):
+    """Thinking on: earlier turns' think blocks leave the context at each user turn, as Qwen3's template and BFCL's
+    Qwen handler drop them; the episode is one segment per user turn, each a faithful record of its generation."""
+    from coevolve_engine.adapters.agents.base import EpisodeLimits
+    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+    from coevolve_engine.adapters.agents.player import Play, play_all
+    from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
+    from coevolve_engine.evaluate import ModelAgent
+    from coevolve_engine.trainers.sft import _normalised, _opening
+
+    assert ChatTokens(qwen3_tokenizer).drops_reasoning  # detected from the template...
+    assert not ChatTokens(qwen3_tokenizer, {"enable_thinking": False}).drops_reasoning  # ...and its kwargs
+
+    bfcl = BFCLEnvironment()
+    task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
+                if t["task_id"] == "bfcl/multi_turn_miss_func_3")
+    spec = copy.deepcopy(task["spec"])
+    answers = _thinking_answers(spec, bfcl)
+    model = ScriptedModel(qwen3_tokenizer, answers)
+    agent = ModelAgent(model, qwen3_tokenizer, policy="scripted", limits=EpisodeLimits(), max_new_tokens=256)
+    play = Play(bfcl.start(task["task_id"], spec), task_id=task["task_id"], policy="scripted")
+    rollout = play_all([play], agent)[0]
+    assert rollout.success, rollout.reason
+    tokens = play.state["tokens"]
+    segments = tokens.segments()
+    assert len(segments) == len(spec["turns"]) == 3
+
+    def text(ids):
+        return qwen3_tokenizer.decode(ids, skip_special_tokens=False)
+
+    # every prompt the model read is a prefix of one segment's ids: each segment is a faithful record
+    owner = [next(k for k, s in enumerate(segments) if (s.prompt_ids + s.completion_ids)[:len(p)] == p)
+             for p in model.prompts]
+    assert owner == sorted(owner) and set(owner) == {0, 1, 2}
+    turns = [[a for a in answers if a.startswith(f"<think>\nturn {t} ")] for t in range(3)]
+    for k, segment in enumerate(segments):
+        prompt = text(segment.prompt_ids)
+        assert "<think>" not in prompt  # no earlier turn's reasoning in the context...
+        assert all(f"turn {t} reasoning" not in prompt for t in range(3))
+        assert prompt.endswith("<|im_start|>assistant\n")
+        if k:  # ...but their answers, without it
+            assert "\n</tool_call><|im_end|>" in prompt and prompt.count("Done.<|im_end|>") == k
+        # the mask covers exactly the tokens sampled in this turn, each answer with its end-of-turn token
+        assert len(segment.mask) == len(segment.completion_ids) == len(segment.logprobs)
+        sampled = [i for i, m in zip(segment.completion_ids, segment.mask) if m]
+        assert text(sampled) == "".join(answer + "<|im_end|>" for answer in turns[k])
+        assert text([i for i, m in zip(segment.completion_ids, segment.mask) if not m]).count("<think>") == 0
+    # the prompt the model read at each call is the one BFCL's Qwen handler formats for the same history
+    bfcl_prompts = _bfcl_qwen_prompts(qwen3_tokenizer, play, tokens, answers)
+    assert [text(p) for p in model.prompts] == bfcl_prompts
+    # SFT renders the same episode, written, to the same segments
+    _, turn_tools = _opening(bfcl, task)
+    written = ChatTokens(qwen3_tokenizer).episode(_normalised(rollout.messages), turn_tools[0], turn_tools)
+    assert [(s.prompt_ids, s.completion_ids, s.mask) for s in written.segments()] == \
+        [(s.prompt_ids, s.completion_ids, s.mask) for s in segments]
+    # and SFT's dataset holds one record per segment, the loss on its sampled tokens
+    from coevolve_engine.trainers.sft import _dataset
+
+    data = _dataset([{"messages": _normalised(rollout.messages), "tools": turn_tools[0], "turn_tools": turn_tools}],
+                    qwen3_tokenizer, {})
+    assert data["input_ids"] == [s.prompt_ids + s.completion_ids for s in segments]
+    assert data["completion_mask"] == [[0] * len(s.prompt_ids) + s.mask for s in segments]
+
+
+def test_thinking_off_keeps_one_record(qwen3_tokenizer):
+    """enable_thinking=false: the answers hold no reasoning to drop, the episode stays one append-only record."""
+    from coevolve_engine.adapters.agents.base import EpisodeLimits
+    from coevolve_engine.adapters.agents.player import Play, play_all
+    from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
+    from coevolve_engine.evaluate import ModelAgent
+
+    bfcl = BFCLEnvironment()
+    task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
+                if t["task_id"] == "bfcl/multi_turn_miss_func_3")
+    spec = copy.deepcopy(task["spec"])
+    model = ScriptedModel(qwen3_tokenizer, _ground_truth_answers(spec, bfcl))
+    agent = ModelAgent(model, qwen3_tokenizer, policy="scripted", limits=EpisodeLimits(), max_new_tokens=256,
+                       chat_template_kwargs={"enable_thinking": False})
+    play = Play(bfcl.start(task["task_id"], spec), task_id=task["task_id"], policy="scripted")
+    assert play_all([play], agent)[0].success
+    tokens = play.state["tokens"]
+    assert len(tokens.segments()) == 1 and all(tokens.ids[:len(p)] == p for p in model.prompts)

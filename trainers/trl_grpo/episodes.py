@@ -10,6 +10,16 @@ across every open episode, at the rollout temperature), and returns what TRL nee
 - ``env_mask``: 1 on the tokens the policy sampled, 0 elsewhere (TRL multiplies its loss mask by it);
 - ``logprobs``: the sampling log-probability of each sampled token (0 where the mask is 0);
 - ``episode_reward``: the environment's verdict on the whole task, for ``environment_reward``.
+
+Where the chat template drops earlier turns' reasoning (Qwen3 thinking on), an episode's ids are several
+segments (``chat_tokens``): each is a faithful record of what was generated in the context it was generated in,
+and each is trained as its own sequence with the episode's advantage. TRL computes rewards and advantages per
+episode, so the ``rollout_func`` output above holds each episode's first segment, and ``episode_segments`` all
+of them; ``segment_batch`` then rebuilds TRL's batch with one row per segment. The loss weight: with TRL's
+token-level losses (``dapo``, its default, ``bnpo``, ``cispo``, ``vespo``) every sampled token weighs the same,
+so an episode weighs by its sampled tokens however many segments hold them; with the losses that average per
+sequence (``grpo``, ``sapo``, ``luspo``; ``dr_grpo`` divides by the rows) each segment is a sequence, as TRL
+weighs sequences.
 """
 
 from __future__ import annotations
@@ -70,19 +80,94 @@ def play_episodes(environment: Environment, rows: list[dict[str, Any]], model: A
     plays = [start_play(environment, row["task_id"], json.loads(row["spec"]), agent) for row in rows]
     rollouts = play_all(plays, agent)
     output: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                              "episode_reward": []}
-    eos = tokenizer.eos_token_id
+                              "episode_reward": [], "episode_segments": []}
     for play, rollout in zip(plays, rollouts):
-        tokens = play.state.get("tokens")
-        if tokens is None or not tokens.completion_ids:  # the episode ended before the policy answered
-            prompt, completion, mask, logprobs = [eos], [eos], [0], [0.0]
-        else:
-            keep = len(tokens.mask) - tokens.mask[::-1].index(1) if 1 in tokens.mask else len(tokens.mask)
-            prompt, completion = tokens.prompt_ids, tokens.completion_ids[:keep]  # end on the last answer
-            mask, logprobs = tokens.mask[:keep], tokens.logprobs[:keep]
-        output["prompt_ids"].append(list(prompt))
-        output["completion_ids"].append(list(completion))
-        output["env_mask"].append(list(mask))
-        output["logprobs"].append(list(logprobs))
+        segments = episode_segments(play.state.get("tokens"), tokenizer.eos_token_id)
+        prompt, completion, mask, logprobs = segments[0]
+        output["prompt_ids"].append(prompt)
+        output["completion_ids"].append(completion)
+        output["env_mask"].append(mask)
+        output["logprobs"].append(logprobs)
         output["episode_reward"].append(float(rollout.reward))
+        output["episode_segments"].append(segments)
     return output, rollouts
+
+
+def episode_segments(tokens: Any, eos: int) -> list[tuple[list[int], list[int], list[int], list[float]]]:
+    """The (prompt ids, completion ids, mask, logprobs) of each segment of an episode's tokens, each completion
+    ending on the segment's last answer; one empty row when the policy never answered."""
+    rows = []
+    for segment in tokens.segments() if tokens is not None else []:
+        if 1 not in segment.mask:  # nothing sampled in it (the episode ended as it began)
+            continue
+        keep = len(segment.mask) - segment.mask[::-1].index(1)
+        rows.append((list(segment.prompt_ids), list(segment.completion_ids[:keep]), list(segment.mask[:keep]),
+                     list(segment.logprobs[:keep])))
+    return rows or [([eos], [eos], [0], [0.0])]
+
+
+def segment_batch(grpo: Any, batch: dict[str, Any], inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """TRL's scored batch of a step (one row per episode: its first segment) with one row per segment of every
+    episode instead, each with its episode's advantage; the reference and old log-probabilities TRL computed are
+    computed again for the new rows. Unchanged where no episode, on any process, has more than one segment.
+
+    ``inputs`` are the step's rows, holding ``episode_segments`` (TRL copies the ``rollout_func`` fields onto
+    them). Every process takes the same path (its decision is gathered) and runs one forward per log-probability,
+    so no collective depends on how many segments a process holds. TRL splits the batch into
+    ``steps_per_generation`` equal parts: empty rows (mask 0, advantage 0) pad it to a multiple (none at the
+    default of 1). TRL's logged completion lengths stay those of the first segments."""
+    import torch
+    from trl.models.utils import disable_gradient_checkpointing
+    from trl.trainer.utils import pad
+
+    episodes = [row["episode_segments"] for row in inputs]
+    device = grpo.accelerator.device
+    most = grpo.accelerator.gather(torch.tensor([max(map(len, episodes))], device=device)).max().item()
+    if most <= 1:
+        return batch
+    rows = [(episode, segment) for episode, segments in enumerate(episodes) for segment in segments]
+    rows += [(None, ([grpo._tokenizer.pad_token_id], [grpo._tokenizer.eos_token_id], [0], [0.0]))] * (
+        -len(rows) % grpo.args.steps_per_generation)  # TRL splits the batch evenly: empty rows, no loss
+    multiple, pad_id = grpo.pad_to_multiple_of, grpo._tokenizer.pad_token_id
+
+    def padded(values, value, side, dtype=None):
+        return pad([torch.tensor(v, dtype=dtype) for v in values], padding_value=value, padding_side=side,
+                   pad_to_multiple_of=multiple).to(device)
+
+    prompts, completions, masks, logprobs = zip(*(segment for _, segment in rows))
+    out = dict(batch)
+    out["prompt_ids"] = padded(prompts, pad_id, "left")
+    out["prompt_mask"] = padded([[1] * len(p) for p in prompts], 0, "left")
+    out["completion_ids"] = padded(completions, pad_id, "right")
+    out["completion_mask"] = padded([[1] * len(c) for c in completions], 0, "right")
+    out["tool_mask"] = padded(masks, 1, "right")
+    if "sampling_per_token_logps" in batch:
+        out["sampling_per_token_logps"] = padded(logprobs, 0.0, "right", torch.float32)
+    if grpo.mask_truncated_completions:
+        ends = [*grpo.eos_token_ids, pad_id]
+        kept = torch.tensor([ids[-1] in ends for ids in completions], device=device).int().unsqueeze(1)
+        out["completion_mask"], out["tool_mask"] = out["completion_mask"] * kept, out["tool_mask"] * kept
+    advantages = batch["advantages"]
+    out["advantages"] = torch.stack([advantages[e] if e is not None else advantages.new_zeros(())
+                                     for e, _ in rows])
+    out["num_items_in_batch"] = grpo.accelerator.gather((out["completion_mask"] * out["tool_mask"]).sum()).sum()
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+    width = out["completion_ids"].size(1)
+
+    def logps(model):
+        return grpo._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size=len(rows))[0]
+
+    with torch.no_grad(), disable_gradient_checkpointing(grpo.model, grpo.args.gradient_checkpointing_kwargs):
+        if "old_per_token_logps" in batch:
+            out["old_per_token_logps"] = logps(grpo.model)
+        if "ref_per_token_logps" in batch:
+            if grpo.ref_model is not None:
+                out["ref_per_token_logps"] = logps(grpo.ref_model)
+            else:  # a PEFT adapter: the reference is the model without it, as TRL computes it
+                from trl.trainer.utils import use_adapter
+
+                model = grpo.accelerator.unwrap_model(grpo.model)
+                with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+                    out["ref_per_token_logps"] = logps(grpo.model)
+    return out

@@ -10,6 +10,10 @@ Besides TRL's public ``rollout_func`` and ``reward_funcs`` (passed by ``TRLGRPOT
   ``n + 1`` of the run: a train() call's sampler starts at ``first_draw``, the steps done before it.
 - ``training_step`` (transformers' public hook): keeps the step's rows in ``rows`` before TRL generates, since
   ``rollout_func`` is handed the prompts and the trainer only, and an episode needs its row's task.
+- ``_generate_and_score_completions`` (private, pinned by tests/test_trl_contract.py): TRL's batch has one row
+  per episode; where an episode holds several token segments (a chat template that drops earlier reasoning,
+  see ``adapters/agents/chat_tokens.py``), ``segment_batch`` rebuilds it with one row per segment, each with its
+  episode's advantage. TRL has no public hook between scoring and the loss.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from trl import GRPOTrainer
 
 from coevolve_engine.core.sampler import WeightedGroupSampler
 from coevolve_engine.trainers.base import BatchSource
+from coevolve_engine.trainers.trl_grpo.episodes import segment_batch
 
 
 class CoevolveGRPOTrainer(GRPOTrainer):
@@ -46,6 +51,9 @@ class CoevolveGRPOTrainer(GRPOTrainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.rows = inputs
         return super().training_step(model, inputs, num_items_in_batch)
+
+    def _generate_and_score_completions(self, inputs):
+        return segment_batch(self, super()._generate_and_score_completions(inputs), inputs)  # a row a segment
 
 
 class SaveAtEnd(TrainerCallback):
