@@ -118,7 +118,7 @@ def test_a_value_no_run_could_use_is_refused_naming_the_file(tmp_path):
     path = write(tmp_path, "[trainer]\nmodel = 'p'\n[bootstrap]\nn = 3\n")
     with pytest.raises(ConfigError) as caught:
         load_config(path)
-    assert str(caught.value).startswith(f"{path}: bootstrap.explorer_model is required when bootstrap.n > 0")
+    assert str(caught.value).startswith(f"{path}: models.explorer.model is required when bootstrap.n > 0")
 
 
 def test_a_round_stored_before_a_setting_existed_compares_as_its_default():
