@@ -13,6 +13,8 @@ from coevolve_engine.loop.config import ConfigError, RunConfig
 from coevolve_engine.loop.config_files import differences, load_config
 from coevolve_engine.loop.template import render_template
 
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+
 
 def write(tmp_path, text: str):
     path = tmp_path / "run.toml"
@@ -272,3 +274,25 @@ def test_checkpoints_default_to_a_folder_named_after_the_store_beside_it(tmp_pat
     assert checkpoint_folder("", tmp_path / "runs" / "f_5.duckdb") == tmp_path / "runs" / "f_5" / "checkpoints"
     assert checkpoint_folder("elsewhere", tmp_path / "runs" / "f_5.duckdb") == Path("elsewhere")
     assert RunConfig().trainer.output_dir == ""
+
+
+def test_the_exploring_synthesizer_is_built_with_the_models_explorer_and_abstraction_model(tmp_path):
+    """What the synthesize phase and the check before a run build: explorer_swap's explorer on its own server,
+    the abstraction model still the paper run's."""
+    from coevolve_engine.loop.context import RunContext
+    from coevolve_engine.loop.feedback import synthesizer_options
+    from coevolve_engine.loop.preflight import check_plugins
+    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+
+    config = load_config(RECIPES / "explorer_swap.toml")
+    synthesizer = SYNTHESIZERS.build("llm", synthesizer_options(config), PluginContext(store_path=tmp_path / "s"))
+    assert (synthesizer.explorer.model, synthesizer.explorer.api_base) == ("hosted_vllm/Qwen/Qwen3-32B",
+                                                                           "http://127.0.0.1:8001/v1")
+    assert (synthesizer.client.model, synthesizer.client.api_base) == (
+        "openai/qwen3-max", "https://dashscope-intl.aliyuncs.com/compatible-mode/v1")
+    assert synthesizer.max_explore_steps == 30  # synthesis.options still reach it
+    bare = load_config(None, ["trainer.model=p", "synthesis.synthesizer=llm", "trainer.optimization=round"])
+    with pytest.raises(ConfigError, match=r"synthesis.synthesizer = llm explores with \[models\]' explorer .* set "
+                                          r"models.explorer.model"):
+        check_plugins(RunContext(tmp_path / "s.duckdb", bare, 1.0))

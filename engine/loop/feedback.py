@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from coevolve_engine.loop.config import ConfigError
 from coevolve_engine.loop.context import RunContext, phase_label
 from coevolve_engine.loop.ledger import round_steps
 from coevolve_engine.loop.summary import ROUND_SIGNALS_SQL, pct, round_totals
@@ -142,9 +143,14 @@ def synthesizer_options(config) -> dict[str, Any]:
     from coevolve_engine.synthesis.llm_synthesizer import ExplorationSynthesizer
 
     synthesizer = SYNTHESIZERS.load(config.synthesis.synthesizer)
-    if isinstance(synthesizer, type) and issubclass(synthesizer, ExplorationSynthesizer):
-        return {**config.models.exploration(), **config.synthesis.options}
-    return dict(config.synthesis.options)
+    if not (isinstance(synthesizer, type) and issubclass(synthesizer, ExplorationSynthesizer)):
+        return dict(config.synthesis.options)
+    options = {**config.models.exploration(), **config.synthesis.options}
+    if not options["model"]:
+        raise ConfigError(f"synthesis.synthesizer = {config.synthesis.synthesizer} explores with [models]' explorer "
+                          "and writes tasks with its abstraction model: set models.explorer.model (the abstraction "
+                          "model defaults to it)")
+    return options
 
 
 def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
