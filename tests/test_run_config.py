@@ -179,9 +179,9 @@ def test_the_old_model_keys_still_work_each_with_a_warning_naming_its_new_key(tm
     with pytest.warns(DeprecatedSetting) as caught:
         config = load_config(old)
     said = [str(w.message) for w in caught]
-    assert f"{old}: bootstrap.explorer_model is deprecated; set models.explorer.model instead" in said[0]
-    assert any("synthesis.options.explorer_api_base is deprecated; set models.explorer.api_base" in m for m in said)
-    assert any("validation.judge_model is deprecated; set models.judge.model" in m for m in said)
+    assert f"{old}: bootstrap.explorer_model is now models.explorer.model" in said[0]
+    assert any("synthesis.options.explorer_api_base is now models.explorer.api_base" in m for m in said)
+    assert any("validation.judge_model is now models.judge.model" in m for m in said)
     assert len(said) == 11  # one for each old key in the file
     new = (tmp_path / "new.toml")
     new.write_text(NEW_MODEL_KEYS)
@@ -196,9 +196,22 @@ def test_an_old_model_key_given_with_set_is_read_with_a_warning(tmp_path):
     from coevolve_engine.loop.config_files import DeprecatedSetting
 
     with pytest.warns(DeprecatedSetting, match=r"--set validation.judge_model=openai/j: validation.judge_model is "
-                                               r"deprecated; set models.judge.model instead"):
+                                               r"now models.judge.model \(every model the run calls is in "
+                                               r"\[models\]\); the old key goes in the next release"):
         config = load_config(None, ["trainer.model=p", "validation.judge_model=openai/j"])
     assert config.models.judge.model == "openai/j"
+
+
+def test_run_says_each_moved_key_on_standard_error_as_a_renamed_option_does(tmp_path):
+    old = write(tmp_path, OLD_MODEL_KEYS)
+    result = CliRunner().invoke(cli, ["run", "--config", str(old), "--print-config"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if line.startswith("deprecated: ")]
+    assert len(said) == 11 and said[0] == (f"deprecated: {old}: bootstrap.explorer_model is now models.explorer.model "
+                                           "(every model the run calls is in [models]); the old key goes in the next "
+                                           "release")
+    printed = tomllib.loads(result.stdout)
+    assert printed["models"]["explorer"]["model"] == "hosted_vllm/explorer" and "explorer_model" not in printed["bootstrap"]
 
 
 def test_two_old_keys_that_name_two_explorers_are_refused_a_run_has_one(tmp_path):

@@ -91,8 +91,9 @@ def upgrade(data: dict[str, Any], where: str, synthesizer: str, *, warn: bool = 
         if not present:
             continue
         if warn:
-            warnings.warn(DeprecatedSetting(f"{where}: {old} is deprecated; set {' and '.join(new_keys)} instead "
-                                            "(one [models] place for every model the run calls)"), stacklevel=2)
+            warnings.warn(DeprecatedSetting(f"{where}: {old} is now {' and '.join(new_keys)} (every model the run "
+                                            "calls is in [models]); the old key goes in the next release"),
+                          stacklevel=2)
         for new in new_keys:
             found.setdefault(new, []).append((specific, value, old))
     for new, given in found.items():
