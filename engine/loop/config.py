@@ -9,6 +9,7 @@ commented template (``run --print-config``) is ``loop.template``.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,7 @@ class BootstrapConfig:
     n: int = setting(0, "N: build the initial task set D_0 in round 0, before anything else, from this many "
                         "tasks an explorer model proposes by exploring the environment with no guidance (each "
                         "validated; accepted ones become training tasks). 0: no bootstrap, the store's training "
-                        "tasks are used as they are. The models are [models]'s explorer and "
-                        "abstraction.")
+                        "tasks are used as they are. Its models are [models]' explorer and abstraction.")
     options: dict = setting({}, "Further settings passed to the bootstrap as they are (see `coevolve-engine "
                                 "bootstrap --help`).")
 
@@ -125,7 +125,7 @@ class ValidationConfig:
                                                   "words and keyed literals of every user turn) have a Jaccard "
                                                   "similarity at least this high to a held-out task's; see the "
                                                   "contamination view.")
-    k: int = setting(4, "Agent rollouts per candidate (models.agent).")
+    k: int = setting(4, "Agent rollouts per candidate.")
     max_success_rate: float = setting(1.0, "Reject a candidate the agent solves more often than this (1.0: "
                                            "reject none on it).")
 
@@ -185,8 +185,6 @@ class ModelEndpoint:
     def api_key(self, key: str) -> str | None:
         """The key from ``api_key_env`` (None when unset); ConfigError naming ``key`` when the variable is
         missing."""
-        import os
-
         if not self.api_key_env:
             return None
         if self.api_key_env not in os.environ:
