@@ -83,8 +83,8 @@ def test_the_runs_validation_agent_samples_as_its_agent_section_says(tmp_path):
     from coevolve_engine.loop.context import RunContext
     from coevolve_engine.loop.feedback import validation_agent
 
-    config = load_config(None, ["trainer.model=p", "env=calc", "validation.agent_model=openai/m",
-                                "validation.api_base=http://127.0.0.1:9/v1", "agent.temperature=0.2",
+    config = load_config(None, ["trainer.model=p", "env=calc", "models.agent.model=openai/m",
+                                "models.agent.api_base=http://127.0.0.1:9/v1", "agent.temperature=0.2",
                                 "agent.max_tokens=99", "agent.retries=0", "episode.max_steps=12"])
     agent = validation_agent(RunContext(tmp_path / "s.duckdb", config, 1.0))
     assert (agent.temperature, agent.max_tokens, agent.retries, agent.limits.max_steps) == (0.2, 99, 0, 12)

@@ -23,9 +23,9 @@ RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 PAPER = RECIPES / "bfcl_paper.toml"
 WEIGHTED = RECIPES / "bfcl_weighted.toml"
 
-# What each recipe changes against the one it extends, and nothing else (each also writes its checkpoints to a
-# folder of its own). The paper's ablations extend bfcl_paper.toml and change one setting (F and the explorer
-# are one setting each, spread over the keys that carry it).
+# What each recipe changes against the one it extends, and nothing else (each writes its checkpoints to a folder
+# named after its store, the default: none sets trainer.output_dir). The paper's ablations extend bfcl_paper.toml
+# and change one setting (a [models] role is one setting: a model and where it is served).
 ABLATIONS = {
     "synthesis_only": {"synthesis.synthesizer": "none"},
     "random_exploration": {"synthesis.synthesizer": "llm-unguided"},
@@ -37,12 +37,11 @@ ABLATIONS = {
     "n_200": {"bootstrap.n": 200},
     "f_5": {"trainer.steps_per_round": 5, "rounds": 24},
     "f_20": {"trainer.steps_per_round": 20, "rounds": 6},
-    "explorer_swap": {"bootstrap.explorer_model": "hosted_vllm/Qwen/Qwen3-32B",
-                      "bootstrap.model": "openai/qwen3-max",
-                      "bootstrap.options.explorer_api_base": "http://127.0.0.1:8001/v1",
-                      "synthesis.options.explorer_model": "hosted_vllm/Qwen/Qwen3-32B",
-                      "synthesis.options.explorer_api_base": "http://127.0.0.1:8001/v1"},
+    "explorer_swap": {"models.explorer": {"model": "hosted_vllm/Qwen/Qwen3-32B", "api_base": "http://127.0.0.1:8001/v1",
+                                          "api_key_env": ""}},
 }
+# F's sweep keeps the paper's 120 steps: F and the rounds it takes to reach them are one setting, the schedule.
+ONE_SETTING = [{"trainer.steps_per_round", "rounds"}]
 # The paper's other two models: the policy (and, for the 30B model, how it is launched).
 MODELS = {
     "bfcl_paper_qwen2_5_7b": {"trainer.model": "models/Qwen2.5-7B-Instruct", "trainer.policy_name": "qwen2.5-7b"},
@@ -66,15 +65,29 @@ def dotted(config: dict, key: str):
     return config
 
 
-def test_every_recipe_is_listed_loads_checked_and_has_only_known_keys():
-    names = sorted(p.stem for p in RECIPES.glob("*.toml"))
-    assert names == sorted(["bfcl_paper", "cpu_tiny", *ALL])
-    readme = (RECIPES / "README.md").read_text()
-    for name in names:
-        config = load_config(RECIPES / f"{name}.toml")  # unknown keys and bad values are refused here
-        assert isinstance(config, RunConfig)
-        assert f"recipes/{name}.toml" in readme, f"recipes/README.md does not list {name}"
-        assert re.search(rf"coevolve-engine run --config recipes/{name}\.toml", readme)
+def flat(config: dict, prefix: str = "") -> dict:
+    """A resolved config as settings: dotted keys to values, tables (free-form ones too) key by key, except that
+    a [models] role is one setting (a model and where it is served); an empty table holds no setting."""
+    settings = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and prefix != "models.":
+            settings.update(flat(value, f"{prefix}{key}."))
+        else:
+            settings[prefix + key] = value
+    return settings
+
+
+def differing_keys(base: dict, child: dict) -> set[str]:
+    left, right = flat(base), flat(child)
+    missing = object()
+    return {k for k in set(left) | set(right) if left.get(k, missing) != right.get(k, missing)}
+
+
+def settings_differing(base: dict, child: dict) -> list[str]:
+    """The settings in which two resolved configs differ, the keys of one ONE_SETTING group named together."""
+    keys = differing_keys(base, child)
+    grouped = [" + ".join(sorted(keys & group)) for group in ONE_SETTING if keys & group]
+    return sorted(grouped + [k for k in keys if not any(k in group for group in ONE_SETTING)])
 
 
 @pytest.mark.parametrize("name", ["bfcl_paper", "cpu_tiny"])
@@ -82,7 +95,7 @@ def test_the_full_recipes_set_every_field_each_with_a_comment(name):
     path = RECIPES / f"{name}.toml"
     data = tomllib.loads(path.read_text())
     assert not list(differences(load_config(path).to_dict(), {**RunConfig().to_dict(), **data}))
-    for section in ("bootstrap", "warmup", "trainer", "signals", "patterns", "synthesis", "validation",
+    for section in ("models", "bootstrap", "warmup", "trainer", "signals", "patterns", "synthesis", "validation",
                     "curriculum", "eval"):
         assert set(data[section]) >= set(getattr(RunConfig(), section).__dict__), f"{name}: [{section}] lacks fields"
     lines = path.read_text().splitlines()
@@ -107,8 +120,12 @@ def test_the_paper_recipe_has_the_papers_method_and_settings():
     assert (c.curriculum.strategy, c.curriculum.settings) == ("uniform", {})
     assert c.signals.forgetting_form == "trajectory" and c.signals.use == ["forgetting", "boundary", "rare"]
     assert c.synthesis.synthesizer == "llm" and c.validation.enabled
-    # the explorer is Qwen3-Max, for D_0 and for each round's exploration
-    assert c.bootstrap.explorer_model == c.synthesis.options["explorer_model"] == "openai/qwen3-max"
+    # the explorer is Qwen3-Max, for D_0 and for each round's exploration: the one [models] explorer, which the
+    # bootstrap and the llm synthesizer are both handed
+    assert c.models.explorer.model == "openai/qwen3-max"
+    assert {k: c.models.exploration()[k] for k in ("explorer_model", "model")} == {
+        "explorer_model": "openai/qwen3-max", "model": "openai/qwen3-max"}
+    assert "explorer_model" not in c.synthesis.options and "model" not in c.synthesis.options
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -126,10 +143,41 @@ def test_each_recipe_differs_from_the_one_it_extends_in_exactly_its_keys(name):
     assert tomllib.loads((RECIPES / f"{name}.toml").read_text())["extends"] == base.name
     parent = load_config(base).to_dict()
     child = load_config(RECIPES / f"{name}.toml").to_dict()
-    assert set(differences(parent, child)) == set(expected) | {"trainer.output_dir"}
+    assert differing_keys(parent, child) == set(expected)
     for key, value in expected.items():
         assert dotted(child, key) == value
-    assert child["trainer"]["output_dir"] == f"runs/{name}/checkpoints"
+    assert child["trainer"]["output_dir"] == ""  # checkpoints beside the store, named after it
+
+
+def extends(path: Path) -> str | None:
+    return tomllib.loads(path.read_text()).get("extends")
+
+
+def test_every_ablation_differs_from_the_recipe_it_extends_in_one_setting():
+    """Every recipe that extends another, except the paper run on its other models (bfcl_paper_qwen*), is an
+    ablation (or, bfcl_weighted, our extension): its resolved config differs from its base's in one setting."""
+    ablations = sorted(p for p in RECIPES.glob("*.toml") if extends(p) and not p.stem.startswith("bfcl_paper_"))
+    assert {p.stem for p in ablations} == {*ABLATIONS, *EXTENSION, *WEIGHTED_ABLATIONS}
+    assert {extends(p) for p in ablations} == {"bfcl_paper.toml", "bfcl_weighted.toml"}
+    wrong = {}
+    for path in ablations:
+        base = load_config(path.parent / extends(path)).to_dict()
+        differing = settings_differing(base, load_config(path).to_dict())
+        if len(differing) != 1:
+            wrong[f"{path.name} (against {extends(path)})"] = differing
+    assert not wrong, f"recipes that do not differ from their base in exactly one setting: {wrong}"
+
+
+def test_the_one_setting_check_counts_a_second_setting(tmp_path):
+    """The check above can fail: a recipe that also changes the rollout temperature differs in two settings,
+    and a swapped explorer with its own key variable is still one."""
+    two = write(tmp_path, "two.toml", f"extends = '{PAPER}'\n[signals]\nuse = ['rare']\n"
+                                      "[trainer.options]\ntemperature = 1.0\n")
+    base = load_config(PAPER).to_dict()
+    assert settings_differing(base, load_config(two).to_dict()) == ["signals.use", "trainer.options.temperature"]
+    one = write(tmp_path, "one.toml", f"extends = '{PAPER}'\n[models.explorer]\nmodel = 'hosted_vllm/m'\n"
+                                      "api_base = 'http://127.0.0.1:9/v1'\napi_key_env = 'VLLM_KEY'\n")
+    assert settings_differing(base, load_config(one).to_dict()) == ["models.explorer"]
 
 
 def test_the_papers_ablations_keep_uniform_sampling():
@@ -202,7 +250,7 @@ def test_bad_extends_are_refused_naming_the_files(tmp_path, files, message):
                        "all feedback off, set synthesis.synthesizer = \"none\")"),
     ("signals.use=['rare', 'luck']", "signals.use must list distinct signals"),
     ("signals.use=[1]", "signals.use must be a list of strings, got [1]"),
-    ("bootstrap.n=5", "bootstrap.explorer_model is required when bootstrap.n > 0"),
+    ("bootstrap.n=5", "models.explorer.model is required when bootstrap.n > 0"),
     ("bootstrap.n=-1", "bootstrap.n must be >= 0, got -1"),
     ("validation.enabled=1", "validation.enabled must be true or false, got 1"),
     ("signals.forgetting_form=steps", "signals: forgetting_form must be one of group, trajectory, got 'steps'"),
@@ -222,7 +270,7 @@ def test_the_phases_follow_the_ablation_settings(tmp_path):
 
     full = ["weights", "train", "eval", "signals", "patterns", "synthesize", "validate"]
     assert phases() == {0: full, 1: full}
-    assert phases("bootstrap.n=4", "bootstrap.explorer_model=x") == {0: ["bootstrap", *full], 1: full}
+    assert phases("bootstrap.n=4", "models.explorer.model=x") == {0: ["bootstrap", *full], 1: full}
     assert phases("synthesis.synthesizer=none") == {0: ["weights", "train", "eval"], 1: ["weights", "train", "eval"]}
     # every 2nd round, and always the first (with the starting policy) and the last
     assert phases("synthesis.synthesizer=none", "eval.every=2") == {0: ["weights", "train", "eval"],
@@ -373,9 +421,8 @@ def cpu_run(tmp_path, scripted_server):
     seed = load_config(RECIPES / "cpu_tiny.toml").seed
     scripted_server.respond_with(ScriptedExplorer(load_environment("bfcl").exploration_worlds(6, seed)))
     result = runner.invoke(cli, ["run", "--config", str(RECIPES / "cpu_tiny.toml"), "--db", str(db),
-                                 "--set", f"bootstrap.api_base={scripted_server.api_base}",
-                                 "--set", f"trainer.model={json.dumps(str(policy))}",
-                                 "--set", f"trainer.output_dir={json.dumps(str(tmp_path / 'checkpoints'))}"])
+                                 "--set", f"models.explorer.api_base={scripted_server.api_base}",
+                                 "--set", f"trainer.model={json.dumps(str(policy))}"])
     assert result.exit_code == 0, result.output
     return db, result.output
 
@@ -407,3 +454,7 @@ def test_the_cpu_recipe_runs_end_to_end_and_evaluates_every_round(cpu_run):
     eval_ids = {t for (t,) in rows(db, "SELECT DISTINCT task_id FROM eval_results")}
     assert len(eval_ids) == 3 and not eval_ids & d0
     assert rows(db, "SELECT DISTINCT split FROM tasks t JOIN eval_results r USING (task_id)") == [("eval",)]
+    # no trainer.output_dir: each round's checkpoint went to a folder named after the store, beside it
+    checkpoints = [Path(c) for (c,) in rows(db, "SELECT checkpoint FROM rounds ORDER BY round")]
+    folder = (db.parent / "cpu" / "checkpoints").resolve()
+    assert len(checkpoints) == 2 and all(c.resolve().is_relative_to(folder) and c.exists() for c in checkpoints)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +12,8 @@ from coevolve_engine.cli import cli
 from coevolve_engine.loop.config import ConfigError, RunConfig
 from coevolve_engine.loop.config_files import differences, load_config
 from coevolve_engine.loop.template import render_template
+
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 
 
 def write(tmp_path, text: str):
@@ -118,7 +121,7 @@ def test_a_value_no_run_could_use_is_refused_naming_the_file(tmp_path):
     path = write(tmp_path, "[trainer]\nmodel = 'p'\n[bootstrap]\nn = 3\n")
     with pytest.raises(ConfigError) as caught:
         load_config(path)
-    assert str(caught.value).startswith(f"{path}: bootstrap.explorer_model is required when bootstrap.n > 0")
+    assert str(caught.value).startswith(f"{path}: models.explorer.model is required when bootstrap.n > 0")
 
 
 def test_a_round_stored_before_a_setting_existed_compares_as_its_default():
@@ -130,3 +133,179 @@ def test_a_round_stored_before_a_setting_existed_compares_as_its_default():
               "validation": {k: v for k, v in current["validation"].items() if k != "enabled"}}
     del stored["bootstrap"]
     assert list(differences(config_from_dict(stored).to_dict(), current)) == []
+
+
+# -- [models]: one place for every model the run calls --------------------------------------------------------
+
+OLD_MODEL_KEYS = """
+[trainer]
+model = "p"
+[bootstrap]
+n = 4
+explorer_model = "hosted_vllm/explorer"
+model = ""
+api_base = "http://127.0.0.1:8000/v1"
+options = {explorer_api_base = "http://127.0.0.1:8001/v1", max_worlds = 8}
+[synthesis]
+synthesizer = "llm"
+summary_model = "openai/summary"
+options = {model = "openai/writer", explorer_model = "hosted_vllm/explorer", api_base = "http://127.0.0.1:8000/v1", explorer_api_base = "http://127.0.0.1:8001/v1", tasks_per_pattern = 3}
+[validation]
+judge_model = "openai/judge"
+api_base = "http://127.0.0.1:9000/v1"
+"""
+NEW_MODEL_KEYS = """
+[trainer]
+model = "p"
+[models]
+explorer = {model = "hosted_vllm/explorer", api_base = "http://127.0.0.1:8001/v1"}
+abstraction = {model = "openai/writer", api_base = "http://127.0.0.1:8000/v1"}
+summary = {model = "openai/summary", api_base = "http://127.0.0.1:8000/v1"}
+judge = {model = "openai/judge", api_base = "http://127.0.0.1:9000/v1"}
+agent = {api_base = "http://127.0.0.1:9000/v1"}
+[bootstrap]
+n = 4
+options = {max_worlds = 8}
+[synthesis]
+synthesizer = "llm"
+options = {tasks_per_pattern = 3}
+"""
+
+
+def test_the_old_model_keys_still_work_each_with_a_warning_naming_its_new_key(tmp_path):
+    from coevolve_engine.loop.config_files import DeprecatedSetting
+
+    old = write(tmp_path, OLD_MODEL_KEYS)
+    with pytest.warns(DeprecatedSetting) as caught:
+        config = load_config(old)
+    said = [str(w.message) for w in caught]
+    assert f"{old}: bootstrap.explorer_model is now models.explorer.model" in said[0]
+    assert any("synthesis.options.explorer_api_base is now models.explorer.api_base" in m for m in said)
+    assert any("validation.judge_model is now models.judge.model" in m for m in said)
+    assert len(said) == 11  # one for each old key in the file
+    new = (tmp_path / "new.toml")
+    new.write_text(NEW_MODEL_KEYS)
+    assert not list(differences(config.to_dict(), load_config(new).to_dict()))
+    assert config.models.exploration() == {
+        "model": "openai/writer", "api_base": "http://127.0.0.1:8000/v1", "api_key": None,
+        "explorer_model": "hosted_vllm/explorer", "explorer_api_base": "http://127.0.0.1:8001/v1",
+        "explorer_api_key": None}
+
+
+def test_an_old_model_key_given_with_set_is_read_with_a_warning(tmp_path):
+    from coevolve_engine.loop.config_files import DeprecatedSetting
+
+    with pytest.warns(DeprecatedSetting, match=r"--set validation.judge_model=openai/j: validation.judge_model is "
+                                               r"now models.judge.model \(every model the run calls is in "
+                                               r"\[models\]\); the old key goes in the next release"):
+        config = load_config(None, ["trainer.model=p", "validation.judge_model=openai/j"])
+    assert config.models.judge.model == "openai/j"
+
+
+def test_run_says_each_moved_key_on_standard_error_as_a_renamed_option_does(tmp_path):
+    old = write(tmp_path, OLD_MODEL_KEYS)
+    result = CliRunner().invoke(cli, ["run", "--config", str(old), "--print-config"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if line.startswith("deprecated: ")]
+    assert len(said) == 11 and said[0] == (f"deprecated: {old}: bootstrap.explorer_model is now models.explorer.model "
+                                           "(every model the run calls is in [models]); the old key goes in the next "
+                                           "release")
+    printed = tomllib.loads(result.stdout)
+    assert printed["models"]["explorer"]["model"] == "hosted_vllm/explorer" and "explorer_model" not in printed["bootstrap"]
+
+
+def test_two_old_keys_that_name_two_explorers_are_refused_a_run_has_one(tmp_path):
+    path = write(tmp_path, "[trainer]\nmodel = 'p'\n[bootstrap]\nexplorer_model = 'openai/a'\n[synthesis]\n"
+                           "synthesizer = 'llm'\noptions = {explorer_model = 'openai/b'}\n")
+    with pytest.raises(ConfigError, match=r"bootstrap.explorer_model = 'openai/a' and synthesis.options."
+                                          r"explorer_model = 'openai/b' differ, but a run has one explorer model: "
+                                          r"set models.explorer.model"), pytest.warns(FutureWarning):
+        load_config(path)
+
+
+def test_a_key_in_the_configuration_is_refused_and_its_variable_is_read_when_named(tmp_path, monkeypatch):
+    path = write(tmp_path, "[trainer]\nmodel = 'p'\n[bootstrap]\noptions = {api_key = 'sk-1'}\n")
+    with pytest.raises(ConfigError, match=r"bootstrap.options.api_key: a key is not written in the configuration"):
+        load_config(path)
+    config = load_config(None, ["trainer.model=p", "models.judge.model=openai/j",
+                                "models.judge.api_key_env=COEVOLVE_TEST_JUDGE_KEY"])
+    monkeypatch.delenv("COEVOLVE_TEST_JUDGE_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"models.judge.api_key_env: the environment variable "
+                                          r"COEVOLVE_TEST_JUDGE_KEY is not set"):
+        config.models.client("judge")
+    monkeypatch.setenv("COEVOLVE_TEST_JUDGE_KEY", "sk-2")
+    assert config.models.client("judge") == {"model": "openai/j", "api_base": None, "api_key": "sk-2"}
+    assert "sk-2" not in str(config.to_dict())  # the stored config names the variable, never the key
+
+
+def test_an_empty_explorer_or_abstraction_model_is_the_other_one():
+    config = load_config(None, ["trainer.model=p", "models.abstraction.model=openai/w",
+                                "models.abstraction.api_base=http://h/v1"])
+    assert config.models.exploration()["explorer_model"] == "openai/w"
+    assert config.models.exploration()["explorer_api_base"] == "http://h/v1"
+    config = load_config(None, ["trainer.model=p", "models.explorer.model=openai/e"])
+    assert config.models.exploration()["model"] == "openai/e"
+    assert config.models.client("summary")["model"] == ""  # no summaries: the roles without a fallback stay empty
+
+
+def test_a_plugin_synthesizers_own_model_option_is_its_own():
+    config = load_config(None, ["trainer.model=p", "synthesis.synthesizer=offline:bfcl",
+                                "synthesis.options={model = 'x'}"])
+    assert config.synthesis.options == {"model": "x"} and config.models.abstraction.model == ""
+
+
+def test_a_round_stored_with_the_old_model_keys_is_read_quietly_as_the_same_config(tmp_path):
+    """A run started before [models] and resumed after: its stored config reads as the current one."""
+    import json
+    import warnings
+
+    from coevolve_engine.loop.config_files import config_from_dict
+
+    with pytest.warns(FutureWarning):
+        config = load_config(write(tmp_path, OLD_MODEL_KEYS))
+    stored = json.loads(json.dumps(config.to_dict()))
+    stored.pop("models")
+    stored["bootstrap"].update(explorer_model="hosted_vllm/explorer", model="",
+                               api_base="http://127.0.0.1:8000/v1")
+    stored["bootstrap"]["options"]["explorer_api_base"] = "http://127.0.0.1:8001/v1"
+    stored["synthesis"]["summary_model"] = "openai/summary"
+    stored["synthesis"]["options"].update(model="openai/writer", explorer_model="hosted_vllm/explorer",
+                                          api_base="http://127.0.0.1:8000/v1",
+                                          explorer_api_base="http://127.0.0.1:8001/v1")
+    stored["validation"].update(agent_model="", judge_model="openai/judge", api_base="http://127.0.0.1:9000/v1")
+    before = json.dumps(stored, sort_keys=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read = config_from_dict(stored)
+    assert json.dumps(stored, sort_keys=True) == before  # the caller's table is left as it was
+    assert not list(differences(read.to_dict(), config.to_dict()))
+
+
+def test_checkpoints_default_to_a_folder_named_after_the_store_beside_it(tmp_path):
+    from coevolve_engine.loop.config import checkpoint_folder
+
+    assert checkpoint_folder("", tmp_path / "runs" / "f_5.duckdb") == tmp_path / "runs" / "f_5" / "checkpoints"
+    assert checkpoint_folder("elsewhere", tmp_path / "runs" / "f_5.duckdb") == Path("elsewhere")
+    assert RunConfig().trainer.output_dir == ""
+
+
+def test_the_exploring_synthesizer_is_built_with_the_models_explorer_and_abstraction_model(tmp_path):
+    """What the synthesize phase and the check before a run build: explorer_swap's explorer on its own server,
+    the abstraction model still the paper run's."""
+    from coevolve_engine.loop.context import RunContext
+    from coevolve_engine.loop.feedback import synthesizer_options
+    from coevolve_engine.loop.preflight import check_plugins
+    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+
+    config = load_config(RECIPES / "explorer_swap.toml")
+    synthesizer = SYNTHESIZERS.build("llm", synthesizer_options(config), PluginContext(store_path=tmp_path / "s"))
+    assert (synthesizer.explorer.model, synthesizer.explorer.api_base) == ("hosted_vllm/Qwen/Qwen3-32B",
+                                                                           "http://127.0.0.1:8001/v1")
+    assert (synthesizer.client.model, synthesizer.client.api_base) == (
+        "openai/qwen3-max", "https://dashscope-intl.aliyuncs.com/compatible-mode/v1")
+    assert synthesizer.max_explore_steps == 30  # synthesis.options still reach it
+    bare = load_config(None, ["trainer.model=p", "synthesis.synthesizer=llm", "trainer.optimization=round"])
+    with pytest.raises(ConfigError, match=r"synthesis.synthesizer = llm explores with \[models\]' explorer .* set "
+                                          r"models.explorer.model"):
+        check_plugins(RunContext(tmp_path / "s.duckdb", bare, 1.0))

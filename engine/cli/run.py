@@ -50,6 +50,24 @@ in rounds.checkpoint; the next round trains from it.
 """
 
 
+def _load(config_path: Path | None, overrides: tuple[str, ...], check: bool = True):
+    """``load_config``, each moved key it read said on standard error as the renamed options say theirs."""
+    import warnings
+
+    from coevolve_engine.loop.config_files import DeprecatedSetting, load_config
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecatedSetting)
+        try:
+            return load_config(config_path, overrides, check=check)
+        finally:
+            for warning in caught:
+                if issubclass(warning.category, DeprecatedSetting):
+                    click.echo(f"deprecated: {warning.message}", err=True)
+                else:
+                    warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
 @click.command(help=RUN_HELP.format(phases=help_text()), epilog="""\b
 Examples:
   coevolve-engine run --print-config > run.toml       every setting, its help and its default
@@ -81,15 +99,15 @@ Watch it from another shell (the store is free between units of work):
 def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, verbose: bool,
         log_path: Path | None, db: Path, wait: float) -> None:
     from coevolve_engine.loop.config import ConfigError
-    from coevolve_engine.loop.config_files import blame_override, load_config
+    from coevolve_engine.loop.config_files import blame_override
     from coevolve_engine.loop.template import render_template
 
     if rounds is not None:
         overrides = (*overrides, f"rounds={rounds}")
     if print_config:
-        click.echo(render_template(load_config(config_path, overrides, check=False), _plugin_help()), nl=False)
+        click.echo(render_template(_load(config_path, overrides, check=False), _plugin_help()), nl=False)
         return
-    config = load_config(config_path, overrides)
+    config = _load(config_path, overrides)
     from coevolve_engine.loop.run import RunLoop
     from coevolve_engine.loop.train_round import quiet_libraries
 

@@ -9,7 +9,9 @@ commented template (``run --print-config``) is ``loop.template``.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
@@ -38,13 +40,7 @@ class BootstrapConfig:
     n: int = setting(0, "N: build the initial task set D_0 in round 0, before anything else, from this many "
                         "tasks an explorer model proposes by exploring the environment with no guidance (each "
                         "validated; accepted ones become training tasks). 0: no bootstrap, the store's training "
-                        "tasks are used as they are.")
-    explorer_model: str = setting("", "The model that explores the environment (litellm string, e.g. "
-                                      "openai/Qwen2.5-72B-Instruct); required when n > 0.")
-    model: str = setting("", "The model that turns each exploration into a task (litellm string); empty: the "
-                             "explorer model.")
-    api_base: str = setting("", "Base URL of an OpenAI-compatible server for both models; empty: the provider's "
-                                "default.")
+                        "tasks are used as they are. Its models are [models]' explorer and abstraction.")
     options: dict = setting({}, "Further settings passed to the bootstrap as they are (see `coevolve-engine "
                                 "bootstrap --help`).")
 
@@ -64,8 +60,8 @@ class TrainerConfig:
     name: str = setting("trl-grpo", "The trainer (a name in the trainer registry: trl-grpo, or a plugin's).")
     model: str = setting("", "The policy round 0 starts from: a local model directory (required).")
     steps_per_round: int = setting(10, "F: optimizer steps per round; signals and new tasks come every F steps.")
-    output_dir: str = setting("coevolve-checkpoints",
-                              "Where each round's checkpoint is written (round-R/ under it).")
+    output_dir: str = setting("", "Where each round's checkpoint is written (round-R/ under it); empty: a folder "
+                                  "named after the store, beside it (--db runs/NAME.duckdb: runs/NAME/checkpoints).")
     policy_name: str = setting("policy", "The policy id recorded with every rollout, as NAME@STEP.")
     steps_per_write: int = setting(1, "Training steps whose rollouts are written to the store in one unit of "
                                       "work (a reader waits at most one such write); more: fewer store opens.")
@@ -111,10 +107,8 @@ class SynthesisConfig:
                                                "feedback at all (rounds are weights, train and eval only: the "
                                                "paper's 'synthesis only' ablation, with D_0 from [bootstrap]).")
     max_candidates: int = setting(20, "Candidate tasks to propose per round, shared among the round's patterns.")
-    summary_model: str = setting("", "llm: summarise each failure pattern with this model first (litellm string); "
-                                     "empty: no summaries.")
-    options: dict = setting({}, "The synthesizer's own settings (llm: model, explorer_model, api_base, "
-                                "tasks_per_pattern, max_explore_steps).")
+    options: dict = setting({}, "The synthesizer's own settings (llm: tasks_per_pattern, "
+                                "max_explore_steps); its models are [models]'s.")
     kinds: dict = setting({}, "Share of each kind of task the LLM synthesizers (llm, llm-unguided) and the "
                               "bootstrap ask their model for, drawn per task from the run's seed; BFCL's kinds: "
                               "base, miss_func, miss_param, long_context (its own multi-turn mix: 1 each). "
@@ -127,21 +121,17 @@ class ValidationConfig:
                                   "once its synthesizer wrote a task and the environment accepts its spec (the "
                                   "checks any runnable task needs) and it copies no held-out task "
                                   "(contamination_threshold); ground truth, novelty, agent attempt and judge are "
-                                  "skipped, so the other settings below are unused.")
+                                  "skipped, so the other settings below are unused. The agent and the judge are "
+                                  "[models]'s.")
     novelty_threshold: float = setting(0.95, "Reject a candidate whose prompt has a cosine similarity at least "
                                              "this high to a stored task's.")
     contamination_threshold: float = setting(0.8, "Refuse a candidate (reason 'contaminated') whose task words (masked "
                                                   "words and keyed literals of every user turn) have a Jaccard "
                                                   "similarity at least this high to a held-out task's; see the "
                                                   "contamination view.")
-    agent_model: str = setting("", "Also roll this agent out K times on each candidate (litellm string or local "
-                                   "directory); empty: no agent attempt.")
     k: int = setting(4, "Agent rollouts per candidate.")
     max_success_rate: float = setting(1.0, "Reject a candidate the agent solves more often than this (1.0: "
                                            "reject none on it).")
-    judge_model: str = setting("", "Finally ask this model (litellm string) to rule on each task with a strict "
-                                   "rubric; empty: no judge.")
-    api_base: str = setting("", "Base URL of an OpenAI-compatible server for agent_model and judge_model.")
 
 
 @dataclass
@@ -186,11 +176,77 @@ class AgentConfig:
 
 
 @dataclass
+class ModelEndpoint:
+    """One model the run calls and where it is served: a litellm model string and its OpenAI-compatible
+    endpoint. The key is read from an environment variable, so it is never written in a config or the store."""
+
+    model: str = setting("", "The model (litellm string, e.g. openai/qwen3-max or hosted_vllm/Qwen/Qwen3-32B); "
+                             "empty: see the role.")
+    api_base: str = setting("", "Base URL of its OpenAI-compatible server; empty: the provider's default.")
+    api_key_env: str = setting("", "The environment variable that holds its key (e.g. DASHSCOPE_API_KEY); empty: "
+                                   "the provider's usual one (OPENAI_API_KEY for openai/...).")
+
+    def api_key(self, key: str) -> str | None:
+        """The key from ``api_key_env`` (None when unset); ConfigError naming ``key`` when the variable is
+        missing."""
+        if not self.api_key_env:
+            return None
+        if self.api_key_env not in os.environ:
+            raise ConfigError(f"{key}.api_key_env: the environment variable {self.api_key_env} is not set "
+                              f"(export it with the key of {self.api_base or self.model})")
+        return os.environ[self.api_key_env]
+
+
+#: the models a run calls, each a [models] role
+MODEL_ROLES = ("explorer", "abstraction", "summary", "judge", "agent")
+
+
+@dataclass
+class ModelsConfig:
+    """Every model the run calls, one place for each: bootstrap, synthesis and validation read them here."""
+
+    explorer: ModelEndpoint = setting(ModelEndpoint, "The model that acts in the environment: D_0's unguided "
+                                                     "exploration (bootstrap) and each round's exploration (llm, "
+                                                     "llm-unguided); empty: the abstraction model.")
+    abstraction: ModelEndpoint = setting(ModelEndpoint, "The model that turns each exploration into tasks; "
+                                                        "empty: the explorer.")
+    summary: ModelEndpoint = setting(ModelEndpoint, "llm: summarise each failure pattern with this model first; "
+                                                    "the summary guides the exploration; empty: no summaries.")
+    judge: ModelEndpoint = setting(ModelEndpoint, "Validation asks this model last to rule on each task with a "
+                                                  "strict rubric; empty: no judge.")
+    agent: ModelEndpoint = setting(ModelEndpoint, "Validation rolls this agent out validation.k times on each "
+                                                  "candidate (a litellm string, or a local model directory, "
+                                                  "sampling as [agent] says); empty: no agent attempt.")
+
+    def endpoint(self, role: str) -> ModelEndpoint:
+        """The role's endpoint as the run calls it: an explorer or abstraction left empty is the other one."""
+        chosen = getattr(self, role)
+        if not chosen.model and role in ("explorer", "abstraction"):
+            return self.abstraction if role == "explorer" else self.explorer
+        return chosen
+
+    def client(self, role: str) -> dict[str, Any]:
+        """``model``, ``api_base`` and ``api_key`` of the role, as an LLM client takes them (None: unset)."""
+        endpoint = self.endpoint(role)
+        return {"model": endpoint.model, "api_base": endpoint.api_base or None,
+                "api_key": endpoint.api_key(f"models.{role}")}
+
+    def exploration(self) -> dict[str, Any]:
+        """The explorer and the abstraction model, as the bootstrap and the exploring synthesizers take them."""
+        explorer, abstraction = self.client("explorer"), self.client("abstraction")
+        return {"model": abstraction["model"], "api_base": abstraction["api_base"],
+                "api_key": abstraction["api_key"], "explorer_model": explorer["model"],
+                "explorer_api_base": explorer["api_base"], "explorer_api_key": explorer["api_key"]}
+
+
+@dataclass
 class RunConfig:
     env: str = setting("bfcl", "The environment the tasks run in (a name in the environment registry).")
     env_options: dict = setting({}, "Options passed to the environment.")
     rounds: int = setting(2, "Rounds the run should have finished when it stops (a rerun with more extends it).")
     seed: int = setting(0, "Seed of every random choice; round R uses SEED + R.")
+    models: ModelsConfig = setting(ModelsConfig, "The models the run calls (explorer, abstraction, summary, judge, "
+                                                 "agent), each with its endpoint.")
     bootstrap: BootstrapConfig = setting(BootstrapConfig, "Optional initial task set D_0, built by unguided LLM "
                                                           "exploration before round 0.")
     warmup: WarmupConfig = setting(WarmupConfig, "Optional supervised warm-up of the policy before round 0.")
@@ -203,7 +259,7 @@ class RunConfig:
     eval: EvalConfig = setting(EvalConfig, "Held-out evaluation of the policy across rounds.")
     episode: EpisodeConfig = setting(EpisodeConfig, "How every episode is played: limits and chat template "
                                                     "settings, the same in training, eval and validation.")
-    agent: AgentConfig = setting(AgentConfig, "How agents built from a model string (validation.agent_model) "
+    agent: AgentConfig = setting(AgentConfig, "How agents built from a model string (models.agent) "
                                               "sample: the settings `coevolve-engine rollout` takes as options.")
 
     def check(self) -> None:
@@ -261,8 +317,8 @@ class RunConfig:
             raise ConfigError(f"signals.use must list distinct signals among {', '.join(SIGNAL_NAMES)}, got {use!r}"
                               + (" (to switch all feedback off, set synthesis.synthesizer = \"none\")" if not use
                                  else ""))
-        if self.bootstrap.n > 0 and not self.bootstrap.explorer_model:
-            raise ConfigError(f"bootstrap.explorer_model is required when bootstrap.n > 0 (got n = {self.bootstrap.n})")
+        if self.bootstrap.n > 0 and not self.models.endpoint("explorer").model:
+            raise ConfigError(f"models.explorer.model is required when bootstrap.n > 0 (got n = {self.bootstrap.n})")
 
     @property
     def feedback(self) -> bool:
@@ -284,3 +340,12 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def checkpoint_folder(output_dir: str, db: str | Path) -> Path:
+    """Where a run on the store ``db`` writes its checkpoints: ``trainer.output_dir``, or when it is empty a
+    folder named after the store beside it, so that two runs on two stores never share one."""
+    if output_dir:
+        return Path(output_dir)
+    db = Path(db)
+    return db.parent / db.stem / "checkpoints"

@@ -5,6 +5,10 @@
 Unknown keys and values of the wrong type are refused with the file (or the ``--set``) and the dotted key.
 A file may start with ``extends = "other.toml"`` (relative to the file; chains allowed, cycles refused): it is
 then read over that file and states only what differs, as the ablation recipes under ``recipes/`` do.
+
+The settings that named a model before ``[models]`` held them all (``bootstrap.explorer_model``,
+``synthesis.options.api_base``, ``validation.judge_model``, ...) are still read, each with a warning naming the
+key that replaces it (``RENAMED``); a configuration stored with a round in that form is read quietly.
 """
 
 from __future__ import annotations
@@ -14,11 +18,102 @@ import dataclasses
 import difflib
 import re
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from coevolve_engine.core.settings import coerce, field_types, is_section
 from coevolve_engine.loop.config import ConfigError, RunConfig
+
+#: settings that moved to [models]: old dotted key -> the keys that now hold its value, and whether it is the
+#: more specific of two old keys that set one new key (an explorer's own server over the shared one)
+RENAMED: dict[str, tuple[tuple[str, ...], bool]] = {
+    "bootstrap.explorer_model": (("models.explorer.model",), True),
+    "bootstrap.model": (("models.abstraction.model",), True),
+    "bootstrap.api_base": (("models.explorer.api_base", "models.abstraction.api_base"), False),
+    "bootstrap.options.explorer_api_base": (("models.explorer.api_base",), True),
+    "synthesis.summary_model": (("models.summary.model",), True),
+    "synthesis.options.model": (("models.abstraction.model",), True),
+    "synthesis.options.explorer_model": (("models.explorer.model",), True),
+    "synthesis.options.api_base": (("models.explorer.api_base", "models.abstraction.api_base",
+                                    "models.summary.api_base"), False),
+    "synthesis.options.explorer_api_base": (("models.explorer.api_base",), True),
+    "validation.agent_model": (("models.agent.model",), True),
+    "validation.judge_model": (("models.judge.model",), True),
+    "validation.api_base": (("models.agent.api_base", "models.judge.api_base"), True),
+}
+#: the synthesizers whose models the old synthesis.options keys named (a plugin's own options are its own)
+_EXPLORING = ("llm", "llm-unguided")
+#: keys a config never holds: they would be stored with every round
+_SECRETS = ("bootstrap.options.api_key", "synthesis.options.api_key")
+
+
+class DeprecatedSetting(FutureWarning):
+    """A configuration key that still works but has moved; the message names the key to use instead."""
+
+
+def _pop(data: dict[str, Any], key: str) -> tuple[bool, Any]:
+    *parents, last = key.split(".")
+    table = data
+    for part in parents:
+        table = table.get(part)
+        if not isinstance(table, dict):
+            return False, None
+    if last not in table:
+        return False, None
+    return True, table.pop(last)
+
+
+def _put(data: dict[str, Any], key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    table = data
+    for part in parents:
+        table = table.setdefault(part, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{'.'.join(parents)} must be a table")
+    table[last] = value
+
+
+def upgrade(data: dict[str, Any], where: str, synthesizer: str, *, warn: bool = True) -> dict[str, Any]:
+    """``data`` (one file's table, a --set, or a stored config) with the keys in ``RENAMED`` moved to the
+    ones that replace them (a warning each, unless ``warn`` is false). ``synthesizer``: the one in effect,
+    since synthesis.options named models only for the exploring synthesizers. Two old keys that give one new
+    key different values (a bootstrap explorer and a synthesis explorer: a run now has one) are refused."""
+    for key in _SECRETS:
+        if _pop(data, key)[0]:
+            raise ConfigError(f"{where}: {key}: a key is not written in the configuration (it is stored with every "
+                              "round); export it and name the variable in models.ROLE.api_key_env")
+    found: dict[str, list[tuple[bool, Any, str]]] = {}
+    for old, (new_keys, specific) in RENAMED.items():
+        if old.startswith("synthesis.options.") and synthesizer not in _EXPLORING:
+            continue
+        present, value = _pop(data, old)
+        if not present:
+            continue
+        if warn:
+            warnings.warn(DeprecatedSetting(f"{where}: {old} is now {' and '.join(new_keys)} (every model the run "
+                                            "calls is in [models]); the old key goes in the next release"),
+                          stacklevel=2)
+        for new in new_keys:
+            found.setdefault(new, []).append((specific, value, old))
+    for new, given in found.items():
+        given = [g for g in given if g[1] != ""] or given[-1:]  # an empty value was the default: "unset"
+        rank = max(specific for specific, _, _ in given)
+        chosen = [(value, old) for specific, value, old in given if specific == rank]
+        if len({repr(value) for value, _ in chosen}) > 1 and warn:
+            named = " and ".join(f"{old} = {value!r}" for value, old in chosen)
+            raise ConfigError(f"{where}: {named} differ, but a run has one {new.split('.')[1]} model: set {new}")
+        _put(data, new, chosen[-1][0])
+    return data
+
+
+def _synthesizer(*tables: Mapping[str, Any]) -> str:
+    """The synthesizer in effect: the last table that names one, else the default."""
+    for table in reversed(tables):
+        section = table.get("synthesis")
+        if isinstance(section, Mapping) and isinstance(section.get("synthesizer"), str):
+            return section["synthesizer"]
+    return RunConfig().synthesis.synthesizer
 
 
 def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -> Any:
@@ -120,13 +215,14 @@ def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any
         raise ConfigError(f"{path}: `extends` makes a cycle: {cycle}")
     data = _read_table(path)
     parent = data.pop("extends", None)
+    base: dict[str, Any] = {}
+    if parent is not None:
+        if not isinstance(parent, str) or not parent:
+            raise ConfigError(f"{path}: extends must be the path of another config file, got {parent!r}")
+        base = read_config_file(path.parent / parent, (*_chain, resolved))
+    upgrade(data, str(path), _synthesizer(base, data))
     _build(RunConfig, data, str(path))  # unknown keys and wrong types, named in this file
-    if parent is None:
-        return data
-    if not isinstance(parent, str) or not parent:
-        raise ConfigError(f"{path}: extends must be the path of another config file, got {parent!r}")
-    base = read_config_file(path.parent / parent, (*_chain, resolved))
-    return merge(base, data)
+    return merge(base, data) if parent is not None else data
 
 
 def load_config(path: Path | None, overrides: list[str] | tuple[str, ...] = (), *, check: bool = True) -> RunConfig:
@@ -136,9 +232,11 @@ def load_config(path: Path | None, overrides: list[str] | tuple[str, ...] = (), 
     if path is not None:
         data = read_config_file(Path(path))  # the file's own keys are checked there, naming the file
     for override in overrides:
-        apply_override(data, override)
         # each override on its own, so that an error names the --set that caused it, never the file
-        _build(RunConfig, _override_only(override), f"--set {override}")
+        alone = _override_only(override)
+        _build(RunConfig, upgrade(alone, f"--set {override}", _synthesizer(data, alone)), f"--set {override}")
+        apply_override(data, override)
+        upgrade(data, f"--set {override}", _synthesizer(data), warn=False)  # warned just above
     config = _build(RunConfig, data, str(path) if path is not None else "--set")
     if check:
         try:
@@ -192,8 +290,14 @@ def _override_of(message: str, overrides: list[str] | tuple[str, ...]) -> str | 
 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
-    """A config as stored with a round (``RunConfig.to_dict``)."""
+    """A config as stored with a round (``RunConfig.to_dict``); one stored before [models] is read in its terms."""
+    data = upgrade(json_copy(data), "stored configuration", _synthesizer(data), warn=False)
     return _build(RunConfig, data, "stored configuration")
+
+
+def json_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a table of tables (so that ``upgrade`` leaves the caller's own untouched)."""
+    return {k: json_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> Iterator[str]:

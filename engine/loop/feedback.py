@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from coevolve_engine.loop.config import ConfigError
 from coevolve_engine.loop.context import RunContext, phase_label
 from coevolve_engine.loop.ledger import round_steps
 from coevolve_engine.loop.summary import ROUND_SIGNALS_SQL, pct, round_totals
@@ -105,7 +106,7 @@ def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
     if not patterns and guided:
         return {"patterns": 0, "proposed": 0, "added": 0, "skipped": "no failure patterns this round"}
-    if c.synthesizer == "llm" and c.summary_model:
+    if c.synthesizer == "llm" and run.config.models.summary.model:
         _summarise(run, round_, label)
     # an unguided synthesizer explores worlds drawn from its seed; SEED itself went to the bootstrap (D_0)
     seed = run.config.seed + round_ + (0 if guided else 1)
@@ -119,15 +120,6 @@ def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
             "by_signal": dict(report.by_signal)}
 
 
-def synthesizer_options(config) -> dict[str, Any]:
-    """``synthesis.options``, with ``synthesis.kinds`` for a synthesizer that writes kinds (``writes_kinds``)."""
-    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
-
-    c = config.synthesis
-    takes = c.kinds and getattr(SYNTHESIZERS.load(c.synthesizer), "writes_kinds", False)
-    return {"kinds": c.kinds, **c.options} if takes else dict(c.options)
-
-
 def describe_synthesize(o: dict[str, Any]) -> str:
     if o.get("skipped"):
         return o["skipped"]
@@ -138,17 +130,37 @@ def _summarise(run: RunContext, round_: int, label: str) -> None:
     from coevolve_engine.llm import LLMClient
     from coevolve_engine.synthesis.summaries import summarise_patterns
 
-    c = run.config.synthesis
-    client = LLMClient(run.db, c.summary_model, api_base=c.options.get("api_base"), wait=run.wait)
+    summary = run.config.models.client("summary")
+    client = LLMClient(run.db, summary.pop("model"), **summary, wait=run.wait)
     report = summarise_patterns(run.db, round=round_, client=client, wait=run.wait)
-    run.detail(label, f"summarised {len(report.outcomes)} patterns with {c.summary_model}")
+    run.detail(label, f"summarised {len(report.outcomes)} patterns with {client.model}")
+
+
+def synthesizer_options(config) -> dict[str, Any]:
+    """``synthesis.options`` as the synthesizer is built with them: an exploring synthesizer (llm, llm-unguided,
+    a plugin built on theirs) also gets [models]' explorer and abstraction model, unless its options name them;
+    one that writes kinds (``writes_kinds``) also gets ``synthesis.kinds``."""
+    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+    from coevolve_engine.synthesis.llm_synthesizer import ExplorationSynthesizer
+
+    c = config.synthesis
+    synthesizer = SYNTHESIZERS.load(c.synthesizer)
+    kinds = {"kinds": c.kinds} if c.kinds and getattr(synthesizer, "writes_kinds", False) else {}
+    if not (isinstance(synthesizer, type) and issubclass(synthesizer, ExplorationSynthesizer)):
+        return {**kinds, **c.options}
+    options = {**config.models.exploration(), **kinds, **c.options}
+    if not options["model"]:
+        raise ConfigError(f"synthesis.synthesizer = {c.synthesizer} explores with [models]' explorer "
+                          "and writes tasks with its abstraction model: set models.explorer.model (the abstraction "
+                          "model defaults to it)")
+    return options
 
 
 def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """Each pending candidate checked; accepted ones become tasks, drawn from round R + 1 on."""
     from coevolve_engine.synthesis.validation import validate_candidates
 
-    v = run.config.validation
+    v, models = run.config.validation, run.config.models
     counter = {"n": 0, "accepted": 0}
 
     def on_verdict(verdict) -> None:
@@ -162,11 +174,12 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
                             runnable_only=True, contamination_threshold=v.contamination_threshold)
         return {**_verdicts(run, round_), "validation": "off: synthesis, schema and contamination checks only"}
     agent, judge = validation_agent(run), None
-    if v.judge_model:
+    if models.judge.model:
         from coevolve_engine.llm import LLMClient
         from coevolve_engine.synthesis.judge import LLMJudge
 
-        judge = LLMJudge(LLMClient(run.db, v.judge_model, api_base=v.api_base or None, wait=run.wait), run.db)
+        endpoint = models.client("judge")
+        judge = LLMJudge(LLMClient(run.db, endpoint.pop("model"), **endpoint, wait=run.wait), run.db)
     validate_candidates(run.db, round=round_, env=run.environment, novelty_threshold=v.novelty_threshold,
                         contamination_threshold=v.contamination_threshold,
                         agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
@@ -176,18 +189,19 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
 
 
 def validation_agent(run: RunContext):
-    """The agent that attempts each candidate (``validation.agent_model``, sampling as ``[agent]`` says and
+    """The agent that attempts each candidate (``models.agent``, sampling as ``[agent]`` says and
     playing as ``[episode]`` says), or None."""
     from coevolve_engine.adapters.agents import load_agent
 
     c = run.config
-    if not c.validation.agent_model:
+    if not c.models.agent.model:
         return None
-    e = c.episode
-    options = {**dataclasses.asdict(c.agent), "api_base": c.validation.api_base or None, "max_steps": e.max_steps,
+    e, endpoint = c.episode, c.models.client("agent")
+    model = endpoint.pop("model")
+    options = {**dataclasses.asdict(c.agent), **endpoint, "max_steps": e.max_steps,
                "max_model_calls_per_turn": e.max_model_calls_per_turn,
                "chat_template_kwargs": e.chat_template_kwargs or None}
-    return load_agent(c.validation.agent_model, options, run.plugins())
+    return load_agent(model, options, run.plugins())
 
 
 def _verdicts(run: RunContext, round_: int) -> dict[str, Any]:

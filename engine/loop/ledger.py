@@ -91,7 +91,7 @@ class Ledger:
             if not train and config.bootstrap.n == 0:
                 raise RunError(f"{self.run.db} has no {config.env} training tasks; import some first "
                                f"(e.g. `coevolve-engine tasks import {config.env} ...`), or have the run "
-                               "build them (set bootstrap.n and bootstrap.explorer_model)")
+                               "build them (set bootstrap.n and models.explorer.model)")
             stored = store.execute("SELECT round, config FROM rounds WHERE status = 'running' ORDER BY round"
                                    ).fetchall()
         mine = comparable(config.to_dict())

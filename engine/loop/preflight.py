@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from coevolve_engine.errors import CoevolveError
-from coevolve_engine.loop.config import ConfigError
+from coevolve_engine.loop.config import MODEL_ROLES, ConfigError
 from coevolve_engine.loop.context import RunContext
 
 
@@ -28,6 +28,7 @@ def _checked(key: str, check: Callable[[], Any]) -> Any:
 def check_plugins(run: RunContext) -> None:
     """Build or check every plugin of the run's configuration, and the launcher's executable."""
     from coevolve_engine.curriculum import STRATEGIES
+    from coevolve_engine.loop.feedback import synthesizer_options
     from coevolve_engine.loop.training import episode_options
     from coevolve_engine.synthesis.candidates import SYNTHESIZERS
     from coevolve_engine.trainers import TRAINERS
@@ -58,11 +59,11 @@ def check_plugins(run: RunContext) -> None:
              lambda: STRATEGIES.build(config.curriculum.strategy, config.curriculum.settings, run.plugins()))
     if config.feedback:
         _checked("synthesis.synthesizer", lambda: SYNTHESIZERS.load(config.synthesis.synthesizer))
-        from coevolve_engine.loop.feedback import synthesizer_options
-
         _checked("synthesis.options" + (" and synthesis.kinds" if config.synthesis.kinds else ""),
                  lambda: SYNTHESIZERS.build(config.synthesis.synthesizer, synthesizer_options(config),
                                             run.plugins()))
+    for role in MODEL_ROLES:  # a key's variable that is not set, named before anything runs
+        getattr(config.models, role).api_key(f"models.{role}")
 
 
 def check_launcher(launcher: str) -> None:

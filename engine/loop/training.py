@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from coevolve_engine.loop.config import checkpoint_folder
 from coevolve_engine.loop.context import RunContext, RunError
 from coevolve_engine.loop.ledger import round_row, warmup_checkpoint
 from coevolve_engine.loop.summary import pct, plain_outputs, round_totals
@@ -22,13 +23,13 @@ def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     from coevolve_engine.synthesis.bootstrap import bootstrap as build_tasks
 
     c, b = run.config, run.config.bootstrap
-    run.detail(label, f"{b.n} tasks by unguided exploration with {b.explorer_model}")
+    models = c.models.exploration()
+    run.detail(label, f"{b.n} tasks by unguided exploration with {models['explorer_model']}")
     options = {"novelty_threshold": c.validation.novelty_threshold,
                "contamination_threshold": c.validation.contamination_threshold, "wait": run.wait,
-               "progress": lambda line: run.detail(label, line),
+               "progress": lambda line: run.detail(label, line), **models,
                **({"kinds": c.synthesis.kinds} if c.synthesis.kinds else {}), **b.options}
-    report = build_tasks(run.db, env=c.env, n=b.n, explorer_model=b.explorer_model, model=b.model or None,
-                         api_base=b.api_base or None, seed=c.seed, round=0, **options)
+    report = build_tasks(run.db, env=c.env, n=b.n, seed=c.seed, round=0, **options)
     with run.store(read_only=True) as store:
         train = store.scalar("SELECT count(*) FROM tasks WHERE env = $env AND split = 'train'", {"env": c.env})
     if not train:
@@ -70,7 +71,8 @@ def warmup(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         store_path=run.db, env=c.env, environment=run.environment, seed=c.seed, wait=run.wait,
         source=BatchSource.from_store(run.db, round_, seed=c.seed, wait=run.wait), sink=None,
         model=str(Path(c.trainer.model).resolve()),
-        output_dir=str(Path(c.trainer.output_dir).resolve() / "round-0" / "warmup"), start_step=0,
+        output_dir=str(checkpoint_folder(c.trainer.output_dir, run.db).resolve() / "round-0" / "warmup"),
+        start_step=0,
         policy_name=c.trainer.policy_name)
     trainer = TRAINERS.build(c.warmup.trainer, episode_options(c.warmup.trainer, c.episode, c.warmup.options),
                              context)
@@ -106,7 +108,7 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         "round": round_, "trainer": c.trainer.name, "model": policy,
         "resume_from": policy if one and round_ > 0 else "", "reference_model": reference or policy,
         "options": episode_options(c.trainer.name, c.episode, c.trainer.options),
-        "output_dir": str(Path(c.trainer.output_dir).resolve() / f"round-{round_}"),
+        "output_dir": str(checkpoint_folder(c.trainer.output_dir, run.db).resolve() / f"round-{round_}"),
         "seed": c.seed if one else c.seed + round_,  # one optimization: one seed, its draws numbered by step
         "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name,
         "steps_per_write": c.trainer.steps_per_write,

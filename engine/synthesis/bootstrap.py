@@ -99,13 +99,15 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, env: str | None = None,
                  explorer_model: str | None = None, api_base: str | None = None, api_key: str | None = None,
-                 explorer_api_base: str | None = None, tasks_per_world: int = 1, max_explore_steps: int = 12,
+                 explorer_api_base: str | None = None, explorer_api_key: str | None = None,
+                 tasks_per_world: int = 1, max_explore_steps: int = 12,
                  min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
                  cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
         if tasks_per_world < 1:
             raise ValueError(f"tasks_per_world must be >= 1, got {tasks_per_world}")
         super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
-                         api_key=api_key, explorer_api_base=explorer_api_base, max_explore_steps=max_explore_steps,
+                         api_key=api_key, explorer_api_base=explorer_api_base, explorer_api_key=explorer_api_key,
+                         max_explore_steps=max_explore_steps,
                          min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache,
                          kinds=kinds)
         self.env = env
@@ -242,6 +244,7 @@ def bootstrap(
     api_base: str | None = None,
     api_key: str | None = None,
     explorer_api_base: str | None = None,
+    explorer_api_key: str | None = None,
     seed: int = 0,
     round: int = 0,
     max_worlds: int | None = None,
@@ -267,14 +270,13 @@ def bootstrap(
     doc); returns what was done.
 
     explorer_model: the litellm model that acts in the environment; model: the one that abstracts tasks from
-    the exploration (default: explorer_model). api_base/api_key: where both are served (explorer_api_base
-    overrides it for the explorer). seed: picks the worlds. round: the candidates' round (D_0 is round 0's).
-    max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts abstracted from each
-    exploration. kinds: the share of each kind of task asked for (for BFCL: base, miss_func, miss_param,
-    long_context; default base only), drawn per world from ``seed``. novelty_threshold, contamination_threshold,
-    agent, k, max_success_rate, judge, embedder:
-    validation's options
-    (``validate_candidates``). progress: called with one line of text per explored world and per batch.
+    the exploration (default: explorer_model). api_base/api_key: where both are served (explorer_api_base and
+    explorer_api_key override them for the explorer). seed: picks the worlds. round: the candidates' round
+    (D_0 is round 0's). max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts
+    abstracted from each exploration. kinds: the share of each kind of task asked for (for BFCL: base,
+    miss_func, miss_param, long_context; default base only), drawn per world from ``seed``. novelty_threshold, contamination_threshold, agent, k, max_success_rate,
+    judge, embedder: validation's options (``validate_candidates``). progress: called with one line of text
+    per explored world and per batch.
     """
     if n < 1:
         raise CoevolveError(f"n (tasks to accept) must be >= 1, got {n}")
@@ -288,7 +290,8 @@ def bootstrap(
     environment = _environment(env)
     synthesizer = UnguidedSynthesizer(
         store_path=store_path, model=model or explorer_model, env=env, explorer_model=explorer_model,
-        api_base=api_base, api_key=api_key, explorer_api_base=explorer_api_base, tasks_per_world=tasks_per_world,
+        api_base=api_base, api_key=api_key, explorer_api_base=explorer_api_base, explorer_api_key=explorer_api_key,
+        tasks_per_world=tasks_per_world,
         max_explore_steps=max_explore_steps, min_calls=min_calls, temperature=temperature, timeout=timeout,
         retries=retries, cache=cache, kinds=kinds)
     check_kinds(synthesizer.kinds, environment.draft_kinds())

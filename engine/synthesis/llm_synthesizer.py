@@ -169,12 +169,15 @@ class ExplorationSynthesizer(Synthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 max_explore_steps: int = 12, min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0,
-                 retries: int = 2, cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
+                 explorer_api_key: str | None = None, max_explore_steps: int = 12, min_calls: int = 3,
+                 temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True,
+                 kinds: Mapping[str, float] | None = None) -> None:
+        """``model`` at ``api_base`` abstracts; ``explorer_model`` (default: ``model``) at ``explorer_api_base``
+        (default: ``api_base``) explores, with ``explorer_api_key`` (default: ``api_key``)."""
         common = dict(temperature=temperature, timeout=timeout, retries=retries, cache=cache)
         self.client = LLMClient(store_path, model, api_base=api_base, api_key=api_key, **common)
         self.explorer = LLMClient(store_path, explorer_model or model, api_base=explorer_api_base or api_base,
-                                  api_key=api_key, **common)
+                                  api_key=api_key if explorer_api_key is None else explorer_api_key, **common)
         self.max_explore_steps = max_explore_steps
         self.min_calls = min_calls
         self.kinds = dict(kinds or {})
@@ -259,13 +262,14 @@ class LLMSynthesizer(ExplorationSynthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 tasks_per_pattern: int = 2, max_explore_steps: int = 12, min_calls: int = 3,
-                 temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True,
-                 kinds: Mapping[str, float] | None = None) -> None:
+                 explorer_api_key: str | None = None, tasks_per_pattern: int = 2, max_explore_steps: int = 12,
+                 min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
+                 cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
         if tasks_per_pattern < 1:
             raise ValueError(f"tasks_per_pattern must be >= 1, got {tasks_per_pattern}")
         super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
-                         api_key=api_key, explorer_api_base=explorer_api_base, max_explore_steps=max_explore_steps,
+                         api_key=api_key, explorer_api_base=explorer_api_base, explorer_api_key=explorer_api_key,
+                         max_explore_steps=max_explore_steps,
                          min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache,
                          kinds=kinds)
         self.tasks_per_pattern = tasks_per_pattern
