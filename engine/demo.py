@@ -145,9 +145,7 @@ def write_report(folder: Path, db: Path, config: "RunConfig") -> Path:
     from coevolve_engine.outputs import write_output
     from coevolve_engine.report import build_report
 
-    s = config.signal_params()
-    params = DriftParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n,
-                         forgetting_form=s.forgetting_form)
+    params = DriftParams(**config.signal_params().bind())
     with Store(db, read_only=True) as store:
         page = build_report(store, params, title=f"coevolve-engine demo: {folder.name}", label=folder.name)
     path = folder / REPORT_NAME

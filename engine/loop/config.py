@@ -14,6 +14,7 @@ from typing import Any
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
 from coevolve_engine.core.settings import setting
+from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
@@ -84,13 +85,13 @@ class TrainerConfig:
 
 @dataclass
 class SignalsConfig:
-    threshold: float = setting(0.5, "A rollout succeeds when its reward is at least this.")
-    w: int = setting(3, "Forgetting: compare a task's score with its W most recent earlier scores.")
-    forgetting_form: str = setting("group", "Forgetting's form: group (a step's mean score against the W earlier "
-                                       "scores; all of the step's rollouts flagged) or trajectory (each failed "
-                                       "rollout against them, as the paper states it).")
-    theta: float = setting(5.0, "Rare: an action pattern whose share of all patterns so far is below THETA percent.")
-    min_n: int = setting(50, "Rare: only once at least this many trajectories have an action pattern.")
+    """The signal constants (their defaults and help are ``SignalParams``'s) and the signals patterns use."""
+
+    threshold: float = signal_setting("threshold")
+    w: int = signal_setting("w")
+    forgetting_form: str = signal_setting("forgetting_form")
+    theta: float = signal_setting("theta")
+    min_n: int = signal_setting("min_n")
     use: list = setting(list(SIGNAL_NAMES), "The signals whose flagged trajectories are clustered into failure "
                                             "patterns (so guide synthesis); every signal is still computed and "
                                             "counted. Drop one for the paper's 'without X' ablations.")
@@ -271,12 +272,8 @@ class RunConfig:
         used = tuple(name for name in SIGNAL_NAMES if name in self.signals.use)
         return None if used == SIGNAL_NAMES else used
 
-    def signal_params(self):
-        from coevolve_engine.signals import SignalParams
-
-        s = self.signals
-        return SignalParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n,
-                            forgetting_form=s.forgetting_form)
+    def signal_params(self) -> SignalParams:
+        return SignalParams.of(self.signals)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
