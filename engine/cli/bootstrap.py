@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.cli.options import SEED, db_option, endpoint_options, long_job, wait_option
 
 
@@ -32,7 +33,7 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
               help="Give up after exploring this many worlds (default: 3 x N).")
 @click.option("--tasks-per-world", type=click.IntRange(min=1), default=1, show_default=True,
               help="Tasks to abstract from each exploration.")
-@click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
+@click.option("--max-explore-steps", type=click.IntRange(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
               help="Tool calls the explorer may make in one exploration.")
 @endpoint_options
 @click.option("--explorer-api-base", default=None, help="Base URL for --explorer-model (default: --api-base).")

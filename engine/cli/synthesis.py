@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.adapters.agents.base import MAX_STEPS
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_STEPS
 from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
@@ -42,7 +42,7 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--explorer-api-base", default=None, help="llm: base URL for --explorer-model (default: --api-base).")
 @click.option("--tasks-per-pattern", type=click.IntRange(min=1), default=2, show_default=True,
               help="llm: tasks to abstract from each pattern's exploration (llm-unguided: from each world's).")
-@click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
+@click.option("--max-explore-steps", type=click.IntRange(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
               help="llm: tool calls the explorer may make in one exploration.")
 @click.option("--no-cache", is_flag=True, help="llm: ask the models again even for requests answered before.")
 @click.option("--max-candidates", type=click.IntRange(1, MAX_CANDIDATES), default=20, show_default=True,

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
+from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS
 from coevolve_engine.core.settings import setting
 from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.errors import CoevolveError
@@ -160,7 +160,7 @@ class EpisodeConfig:
                                             "Model answers per user turn; a turn the policy has not ended (with an "
                                             "answer that calls no tool) by then fails the task (BFCL's inference: "
                                             "21, its 'count > 20').")
-    max_new_tokens: int = setting(256, "Tokens the policy may write per answer (training and evaluation).")
+    max_new_tokens: int = setting(MAX_NEW_TOKENS, "Tokens the policy may write per answer (training and evaluation).")
     chat_template_kwargs: dict = setting({}, "Extra chat template variables for the trainer, the eval phase and "
                                              "local agents, e.g. {enable_thinking = false} for Qwen3.")
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.prompts import load_prompt
 from coevolve_engine.registry import PluginContext
@@ -99,9 +100,9 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, env: str | None = None,
                  explorer_model: str | None = None, api_base: str | None = None, api_key: str | None = None,
-                 explorer_api_base: str | None = None, tasks_per_world: int = 1, max_explore_steps: int = 12,
-                 min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
-                 cache: bool = True) -> None:
+                 explorer_api_base: str | None = None, tasks_per_world: int = 1,
+                 max_explore_steps: int = MAX_EXPLORE_STEPS, min_calls: int = 3, temperature: float = 0.7,
+                 timeout: float = 60.0, retries: int = 2, cache: bool = True) -> None:
         if tasks_per_world < 1:
             raise ValueError(f"tasks_per_world must be >= 1, got {tasks_per_world}")
         super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
@@ -243,7 +244,7 @@ def bootstrap(
     round: int = 0,
     max_worlds: int | None = None,
     tasks_per_world: int = 1,
-    max_explore_steps: int = 12,
+    max_explore_steps: int = MAX_EXPLORE_STEPS,
     min_calls: int = 3,
     temperature: float = 0.7,
     timeout: float = 60.0,

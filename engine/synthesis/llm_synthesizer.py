@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from coevolve_engine.adapters.agents.base import Agent, AgentFault, EpisodeLimits, ModelReply
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, Agent, AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError
@@ -124,8 +124,8 @@ class ExplorationSynthesizer(Synthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 max_explore_steps: int = 12, min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0,
-                 retries: int = 2, cache: bool = True) -> None:
+                 max_explore_steps: int = MAX_EXPLORE_STEPS, min_calls: int = 3, temperature: float = 0.7,
+                 timeout: float = 60.0, retries: int = 2, cache: bool = True) -> None:
         common = dict(temperature=temperature, timeout=timeout, retries=retries, cache=cache)
         self.client = LLMClient(store_path, model, api_base=api_base, api_key=api_key, **common)
         self.explorer = LLMClient(store_path, explorer_model or model, api_base=explorer_api_base or api_base,
@@ -189,7 +189,7 @@ class LLMSynthesizer(ExplorationSynthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 tasks_per_pattern: int = 2, max_explore_steps: int = 12, min_calls: int = 3,
+                 tasks_per_pattern: int = 2, max_explore_steps: int = MAX_EXPLORE_STEPS, min_calls: int = 3,
                  temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True) -> None:
         if tasks_per_pattern < 1:
             raise ValueError(f"tasks_per_pattern must be >= 1, got {tasks_per_pattern}")

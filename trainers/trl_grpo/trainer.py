@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, EpisodeLimits
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
 from coevolve_engine.trainers.base import TrainContext, checked_trl_args, options_config  # how the run builds one
@@ -59,11 +60,14 @@ class TRLGRPOConfig:
     max_completion_length: int = field(default=4096, metadata={
         "help": "tokens of an episode after its prompt (answers, tool results, later user turns); an episode that "
                 "needs more fails (stop max_tokens)"})
-    max_new_tokens: int = field(default=256, metadata={"help": "tokens the policy may write per answer"})
-    max_steps: int = field(default=30, metadata={
-        "help": "environment steps per episode; one more fails the task (set by the run's [episode])"})
-    max_model_calls_per_turn: int = field(default=20, metadata={
-        "help": "answers per user turn; a turn not ended by then fails the task (set by the run's [episode])"})
+    max_new_tokens: int = field(default=MAX_NEW_TOKENS, metadata={
+        "help": "tokens the policy may write per answer (set by the run's [episode])"})
+    max_steps: int = field(default=MAX_STEPS, metadata={
+        "help": "environment steps per episode; one more fails the task; 0: no cap, as in BFCL (set by the run's "
+                "[episode])"})
+    max_model_calls_per_turn: int = field(default=MAX_MODEL_CALLS_PER_TURN, metadata={
+        "help": "answers per user turn; a turn not ended by then fails the task; BFCL's inference: 21 (set by the "
+                "run's [episode])"})
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "extra chat template variables, e.g. {enable_thinking: false} (set by the run's [episode])"})
     use_cpu: bool | None = field(default=None, metadata={"help": "train on CPU (None: when no GPU is present)"})
@@ -96,8 +100,6 @@ class TRLGRPOConfig:
             ("epsilon_high", self.epsilon_high)) if not value >= 0]  # NaN too
         if negative:
             raise ValueError(f"{', '.join(negative)}: must be >= 0")
-        from coevolve_engine.adapters.agents.base import EpisodeLimits
-
         EpisodeLimits(max_steps=self.max_steps, max_model_calls_per_turn=self.max_model_calls_per_turn)  # checks
         if self.trl_args.get("use_vllm"):
             raise ValueError("use_vllm: whole episodes are played by the episode player with the model being "
