@@ -73,10 +73,10 @@ def test_a_single_drawable_task_and_the_edge_of_the_cdf():
 
 
 @pytest.mark.parametrize("weights, kwargs, message", [
-    ([], {}, "non-empty"),
-    ([0.0, 0.0], {}, "every weight is 0"),
-    ([1.0, -1.0], {}, "finite and >= 0"),
-    ([1.0, float("nan")], {}, "finite and >= 0"),
+    ([], {}, "no task has a weight above 0"),
+    ([0.0, 0.0], {}, "no task has a weight above 0"),
+    ([1.0, -1.0], {}, "entry 1 has weight -1.0; a weight is a finite number >= 0"),
+    ([1.0, float("nan")], {}, "entry 1 has weight nan; a weight is a finite number >= 0"),
     ([1.0], {"group_size": 0}, "group_size must be at least 1"),
     ([1.0], {"batch_tasks": 0}, "batch_tasks must be at least 1"),
 ])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import click
+import pytest
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_NEW_TOKENS, AgentOptions, EpisodeLimits
 from coevolve_engine.cli import cli
@@ -58,3 +59,19 @@ def test_episode_limits_have_one_home():
     assert EpisodeConfig().max_new_tokens == TRLGRPOConfig(model="m", output_dir="o").max_new_tokens == MAX_NEW_TOKENS
     explore = option_defaults("max_explore_steps")
     assert {"bootstrap", "synthesize"} <= set(explore) and set(explore.values()) == {MAX_EXPLORE_STEPS}
+
+
+@pytest.mark.parametrize("bad, said", [({"a": -1.0, "b": 1.0}, "task 'a' has weight -1.0; a weight is a finite number >= 0"),
+                                       ({"a": float("inf")}, "task 'a' has weight inf; a weight is a finite number >= 0"),
+                                       ({"a": "1"}, "task 'a' has weight '1'; a weight is a finite number >= 0"),
+                                       ({"a": 0.0}, "no task has a weight above 0, so there is nothing to draw")])
+def test_one_weight_check(bad, said):
+    # the sampler `sample` and trl-grpo draw with, the trainers' batch source and export: one check, one wording
+    from coevolve_engine.curriculum.sampler import WeightedGroupSampler
+    from coevolve_engine.trainers import BatchSource
+    from coevolve_engine.trainers.export.weights import weights_mapping
+
+    for build in (WeightedGroupSampler, BatchSource, weights_mapping):
+        with pytest.raises(Exception) as raised:
+            build(bad)
+        assert said in str(raised.value), f"{build.__name__}: {raised.value}"

@@ -143,9 +143,9 @@ def test_sampler_follows_the_weights_keeps_groups_and_takes_new_weights():
 
 
 def test_batch_source_refuses_bad_weights():
-    with pytest.raises(ValueError, match="finite numbers >= 0"):
+    with pytest.raises(ValueError, match="task 'a' has weight -1.0; a weight is a finite number >= 0"):
         BatchSource({"a": -1.0})
-    with pytest.raises(ValueError, match="positive weight"):
+    with pytest.raises(ValueError, match="no task has a weight above 0"):
         BatchSource({"a": 0.0})
     source = BatchSource({"a": 1.0})
     source.refresh({"b": 2.0})

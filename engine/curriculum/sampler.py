@@ -17,6 +17,7 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from coevolve_engine.core.weights import check_weights
 from coevolve_engine.curriculum.strategy import CurriculumError
 
 #: the most indices one batch may hold (batch_tasks * group_size): a batch is drawn and held in memory at once
@@ -38,12 +39,8 @@ class WeightedGroupSampler:
         if isinstance(weights, Mapping):
             self.task_ids = sorted(str(task) for task in weights)
             by_id = {str(task): weight for task, weight in weights.items()}
-            weights = [by_id[task] for task in self.task_ids]
-        w = np.asarray(weights, dtype=np.float64)
-        if w.ndim != 1 or w.size == 0:
-            raise CurriculumError(f"weights must be a non-empty list of numbers, got shape {w.shape}")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise CurriculumError("weights must be finite and >= 0; recompute them with `coevolve-engine weights`")
+            weights = {task: by_id[task] for task in self.task_ids}
+        w = check_weights(weights, hint="; recompute them with `coevolve-engine weights`")
         for name, value in (("group_size", group_size), ("batch_tasks", batch_tasks)):
             if value < 1:
                 raise CurriculumError(f"{name} must be at least 1, got {value}")
@@ -56,9 +53,6 @@ class WeightedGroupSampler:
         # probability w_i / total; a task of weight 0 adds nothing to the cdf and is never picked
         self.cdf = np.cumsum(w)
         self.total = float(self.cdf[-1])
-        if self.total <= 0:
-            raise CurriculumError("every weight is 0, so no task can be drawn; recompute the weights with "
-                                  "another strategy (e.g. --strategy uniform)")
         self._last = int(np.flatnonzero(w > 0)[-1])
         self.num_tasks = w.size
         self.group_size = group_size
