@@ -15,7 +15,7 @@ WEIGHTS = [1.0, 2.0, 3.0, 4.0, 0.0, 10.0]
 
 
 def test_frequencies_follow_the_weights():
-    sampler = WeightedGroupSampler(WEIGHTS, group_size=1, batch_tasks=100, seed=123)
+    sampler = WeightedGroupSampler(WEIGHTS, group_size=1, groups_per_step=100, seed=123)
     draws = np.concatenate([sampler.tasks(step) for step in range(1000)])  # 100,000 draws
     counts = np.bincount(draws, minlength=len(WEIGHTS))
     assert counts[4] == 0  # weight 0 is never drawn
@@ -29,7 +29,7 @@ def test_frequencies_follow_the_weights():
 
 def test_groups_stay_intact():
     k, b = 8, 16
-    sampler = WeightedGroupSampler(WEIGHTS, group_size=k, batch_tasks=b, seed=1, num_batches=50)
+    sampler = WeightedGroupSampler(WEIGHTS, group_size=k, groups_per_step=b, seed=1, num_batches=50)
     indices = np.array(list(sampler))
     assert len(indices) == len(sampler) == 50 * b * k
     groups = indices.reshape(-1, k)  # every run of K positions from the start is one task, K times
@@ -40,33 +40,33 @@ def test_groups_stay_intact():
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_one_batch_is_tasks_repeated(k):
-    sampler = WeightedGroupSampler(WEIGHTS, group_size=k, batch_tasks=5, seed=0)
+    sampler = WeightedGroupSampler(WEIGHTS, group_size=k, groups_per_step=5, seed=0)
     assert np.array_equal(sampler.batch(7), np.repeat(sampler.tasks(7), k))
 
 
 def test_same_seed_same_sequence_different_seed_different():
-    a = WeightedGroupSampler(WEIGHTS, group_size=4, batch_tasks=32, seed=5, num_batches=3)
-    b = WeightedGroupSampler(WEIGHTS, group_size=4, batch_tasks=32, seed=5, num_batches=3)
+    a = WeightedGroupSampler(WEIGHTS, group_size=4, groups_per_step=32, seed=5, num_batches=3)
+    b = WeightedGroupSampler(WEIGHTS, group_size=4, groups_per_step=32, seed=5, num_batches=3)
     assert list(a) == list(b)
-    other = WeightedGroupSampler(WEIGHTS, group_size=4, batch_tasks=32, seed=6, num_batches=3)
+    other = WeightedGroupSampler(WEIGHTS, group_size=4, groups_per_step=32, seed=6, num_batches=3)
     assert list(other) != list(a)
     assert not np.array_equal(a.batch(0), a.batch(1))  # successive steps are independent draws
     a.set_epoch(1)
     assert not np.array_equal(a.batch(0), b.batch(0))
-    resumed = WeightedGroupSampler(WEIGHTS, group_size=4, batch_tasks=32, seed=5, start_step=2, num_batches=1)
+    resumed = WeightedGroupSampler(WEIGHTS, group_size=4, groups_per_step=32, seed=5, start_step=2, num_batches=1)
     assert list(resumed) == list(b)[-128:]  # a resumed run continues the sequence
 
 
 def test_every_process_draws_the_same_batch():
     code = ("from coevolve_engine.curriculum import WeightedGroupSampler as S; "
-            f"print(S({WEIGHTS}, group_size=2, batch_tasks=64, seed=9).batch(3).tolist())")
+            f"print(S({WEIGHTS}, group_size=2, groups_per_step=64, seed=9).batch(3).tolist())")
     other_process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    here = WeightedGroupSampler(WEIGHTS, group_size=2, batch_tasks=64, seed=9).batch(3).tolist()
+    here = WeightedGroupSampler(WEIGHTS, group_size=2, groups_per_step=64, seed=9).batch(3).tolist()
     assert other_process.stdout.strip() == str(here)
 
 
 def test_a_single_drawable_task_and_the_edge_of_the_cdf():
-    sampler = WeightedGroupSampler([0.0, 5.0, 0.0], group_size=2, batch_tasks=50, seed=0)
+    sampler = WeightedGroupSampler([0.0, 5.0, 0.0], group_size=2, groups_per_step=50, seed=0)
     assert set(sampler.batch(0).tolist()) == {1}
     sampler.total = np.nextafter(sampler.total, np.inf)  # u may round up to the total: clamp onto a real task
     assert set(sampler.tasks(0).tolist()) <= {1}
@@ -78,7 +78,7 @@ def test_a_single_drawable_task_and_the_edge_of_the_cdf():
     ([1.0, -1.0], {}, "entry 1 has weight -1.0; a weight is a finite number >= 0"),
     ([1.0, float("nan")], {}, "entry 1 has weight nan; a weight is a finite number >= 0"),
     ([1.0], {"group_size": 0}, "group_size must be at least 1"),
-    ([1.0], {"batch_tasks": 0}, "batch_tasks must be at least 1"),
+    ([1.0], {"groups_per_step": 0}, "groups_per_step must be at least 1"),
 ])
 def test_bad_input(weights, kwargs, message):
     with pytest.raises(CurriculumError, match=message):
@@ -95,6 +95,6 @@ def test_sampling_a_stored_round(store):
     store.add_records("trajectories", [{"task_id": "a", "step": 1, "reward": r} for r in (1.0, 1.0)])
     compute_weights(store, 0, "dapo-filter")  # 'a' solved its last group: weight 0
     weight_set = load_weights(store, 0)
-    sampler = WeightedGroupSampler(weight_set.weights, group_size=2, batch_tasks=40, seed=0)
+    sampler = WeightedGroupSampler(weight_set.weights, group_size=2, groups_per_step=40, seed=0)
     drawn = weight_set.task_ids[sampler.batch(0)]
     assert set(drawn) == {"b", "c"}

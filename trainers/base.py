@@ -82,6 +82,10 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
 
     names = {f.name for f in dataclasses.fields(config_class)}
     unknown = sorted(set(options) - names)
+    renamed = getattr(config_class, "RENAMED", {})
+    moved = [f"{old} is now {renamed[old]}" for old in unknown if old in renamed]
+    if moved:
+        raise CoevolveError(f"{what}: option {', '.join(moved)} (the old name is no longer read)")
     if unknown:
         raise CoevolveError(f"{what}: unknown option(s) {', '.join(unknown)}; its options: "
                             f"{', '.join(sorted(names - set(fixed) - set(reserved)))}")

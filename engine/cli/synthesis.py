@@ -163,7 +163,7 @@ def validate(round_: int | None, novelty_threshold: float, contamination_thresho
     with click.progressbar(length=pending, label="validating", file=sys.stderr,
                            hidden=not progress) as bar:
         report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold,
-                                     contamination_threshold=contamination_threshold, agent=agent, k=attempts,
+                                     contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
                                      max_success_rate=max_success_rate, judge=judge, wait=wait,
                                      on_verdict=lambda verdict: bar.update(1))
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.by_reason.items()))

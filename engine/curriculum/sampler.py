@@ -20,7 +20,7 @@ import numpy as np
 from coevolve_engine.core.weights import check_weights
 from coevolve_engine.curriculum.strategy import CurriculumError
 
-#: the most indices one batch may hold (batch_tasks * group_size): a batch is drawn and held in memory at once
+#: the most indices one batch may hold (groups_per_step * group_size): a batch is drawn and held in memory at once
 MAX_BATCH_ROWS = 10_000_000
 
 
@@ -28,11 +28,11 @@ class WeightedGroupSampler:
     """Indices into ``weights`` (e.g. a WeightSet's task_ids, or a dataset's rows in the same order).
 
     ``iter(sampler)`` yields ``num_batches`` batches (forever when None) from ``start_step`` on, flattened:
-    batch_tasks * group_size indices per batch, each task's K copies next to each other.
+    groups_per_step * group_size indices per batch, each task's K copies next to each other.
     """
 
     def __init__(self, weights: Mapping[str, float] | Sequence[float] | np.ndarray, *, group_size: int = 8,
-                 batch_tasks: int = 32, seed: int = 0, epoch: int = 0, start_step: int = 0,
+                 groups_per_step: int = 32, seed: int = 0, epoch: int = 0, start_step: int = 0,
                  num_batches: int | None = None) -> None:
         #: the task id of each index, in sorted order, when the weights came as a mapping (else None)
         self.task_ids: list[str] | None = None
@@ -41,12 +41,12 @@ class WeightedGroupSampler:
             by_id = {str(task): weight for task, weight in weights.items()}
             weights = {task: by_id[task] for task in self.task_ids}
         w = check_weights(weights, hint="; recompute them with `coevolve-engine weights`")
-        for name, value in (("group_size", group_size), ("batch_tasks", batch_tasks)):
+        for name, value in (("group_size", group_size), ("groups_per_step", groups_per_step)):
             if value < 1:
                 raise CurriculumError(f"{name} must be at least 1, got {value}")
-        if batch_tasks * group_size > MAX_BATCH_ROWS:
-            raise CurriculumError(f"a batch of batch_tasks * group_size = {batch_tasks} * {group_size} indices is "
-                                  f"more than {MAX_BATCH_ROWS:,}; draw several smaller batches (successive steps)")
+        if groups_per_step * group_size > MAX_BATCH_ROWS:
+            raise CurriculumError(f"a batch of groups_per_step * group_size = {groups_per_step} * {group_size} "
+                                  f"indices is more than {MAX_BATCH_ROWS:,}; draw several smaller batches (successive steps)")
         if seed < 0 or epoch < 0 or start_step < 0:
             raise CurriculumError("seed, epoch and start_step must be >= 0 (they seed numpy's SeedSequence)")
         # cdf_i = w_0 + ... + w_i: drawing u ~ U[0, total) picks the first i with cdf_i > u, i.e. i with
@@ -56,7 +56,7 @@ class WeightedGroupSampler:
         self._last = int(np.flatnonzero(w > 0)[-1])
         self.num_tasks = w.size
         self.group_size = group_size
-        self.batch_tasks = batch_tasks
+        self.groups_per_step = groups_per_step
         self.seed = seed
         self.epoch = epoch
         self.start_step = start_step
@@ -66,9 +66,9 @@ class WeightedGroupSampler:
         self.epoch = epoch
 
     def tasks(self, step: int) -> np.ndarray:
-        """The batch_tasks task indices of batch ``step`` (one per group)."""
+        """The groups_per_step task indices of batch ``step`` (one per group)."""
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, self.epoch, step]))
-        u = rng.random(self.batch_tasks) * self.total
+        u = rng.random(self.groups_per_step) * self.total
         # the rounding of u * total can reach total itself: clamp onto the last task with a weight
         return np.minimum(np.searchsorted(self.cdf, u, side="right"), self._last)
 
@@ -92,4 +92,4 @@ class WeightedGroupSampler:
     def __len__(self) -> int:
         if self.num_batches is None:
             raise TypeError("an endless WeightedGroupSampler has no length; pass num_batches")
-        return self.num_batches * self.batch_tasks * self.group_size
+        return self.num_batches * self.groups_per_step * self.group_size

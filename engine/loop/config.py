@@ -25,6 +25,9 @@ class ConfigError(CoevolveError):
 
 
 SIGNAL_NAMES = ("forgetting", "boundary", "rare")
+#: settings renamed so that a concept has one name everywhere (old dotted key -> new one): a file, a --set or a
+#: stored configuration that uses an old key is read as the new one, and a file or --set is told to change it
+RENAMED_KEYS = {"validation.k": "validation.attempts", "trainer.options.num_generations": "trainer.options.group_size"}
 #: trainer.optimization: one optimization across the run's rounds, or a fresh one each round
 OPTIMIZATIONS = ("run", "round")
 #: the largest seed a run takes: SEED + R (and + 1 for unguided synthesis) stays below 2**32, the bound of
@@ -131,9 +134,9 @@ class ValidationConfig:
                                                   "words and keyed literals of every user turn) have a Jaccard "
                                                   "similarity at least this high to a held-out task's; see the "
                                                   "contamination view.")
-    agent_model: str = setting("", "Also roll this agent out K times on each candidate (litellm string or local "
+    agent_model: str = setting("", "Also roll this agent out ATTEMPTS times on each candidate (litellm string or local "
                                    "directory); empty: no agent attempt.")
-    k: int = setting(4, "Agent rollouts per candidate.")
+    attempts: int = setting(4, "Agent rollouts per candidate (validate's --attempts).")
     max_success_rate: float = setting(1.0, "Reject a candidate the agent solves more often than this (1.0: "
                                            "reject none on it).")
     judge_model: str = setting("", "Finally ask this model (litellm string) to rule on each task with a strict "
@@ -209,13 +212,13 @@ class RunConfig:
                     "trainer.steps_per_write": self.trainer.steps_per_write,
                     "patterns.max_trajectories": self.patterns.max_trajectories,
                     "patterns.max_k": self.patterns.max_k, "synthesis.max_candidates": self.synthesis.max_candidates,
-                    "validation.k": self.validation.k}
+                    "validation.attempts": self.validation.attempts}
         for key, value in positive.items():
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value, most in (("rounds", self.rounds, MAX_ROUNDS),
                                  ("synthesis.max_candidates", self.synthesis.max_candidates, MAX_CANDIDATES),
-                                 ("validation.k", self.validation.k, MAX_GROUP_SIZE)):
+                                 ("validation.attempts", self.validation.attempts, MAX_GROUP_SIZE)):
             if value > most:
                 raise ConfigError(f"{key} must be at most {most:,}, got {value:,}")
         for key, value in {"warmup.steps": self.warmup.steps, "eval.every": self.eval.every,

@@ -14,11 +14,15 @@ import dataclasses
 import difflib
 import re
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from coevolve_engine.core.settings import coerce, field_types, is_section
-from coevolve_engine.loop.config import ConfigError, RunConfig
+from coevolve_engine.loop.config import RENAMED_KEYS, ConfigError, RunConfig
+
+#: where a configuration read back from the store is named: its old keys are translated without a word
+STORED = "stored configuration"
 
 
 def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -> Any:
@@ -28,7 +32,7 @@ def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -
     known = {f.name: f for f in dataclasses.fields(cls)}
     hints = field_types(cls)
     kwargs: dict[str, Any] = {}
-    for key, value in values.items():
+    for key, value in _renamed(values, where, prefix).items():
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {prefix}{close[0]}?)" if close else f"; known: {', '.join(sorted(known))}"
@@ -42,8 +46,28 @@ def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -
             raise ConfigError(f"{where}: {prefix}{key} must be {exc}, got {value!r}") from None
         if isinstance(value, (list, tuple)) and any(not isinstance(item, str) for item in value):
             raise ConfigError(f"{where}: {prefix}{key} must be a list of strings, got {value!r}")
+        if isinstance(value, Mapping):  # a plugin's own settings (trainer.options): renamed keys there too
+            value = _renamed(value, where, f"{prefix}{key}.")
         kwargs[key] = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, tuple) else value
     return cls(**kwargs)
+
+
+def _renamed(values: Mapping[str, Any], where: str, prefix: str) -> Mapping[str, Any]:
+    """``values`` with the keys renamed since (``RENAMED_KEYS``) under their new names; a file or --set that
+    uses an old key is warned, naming the new one, and one that gives both is refused."""
+    old = [key for key in values if f"{prefix}{key}" in RENAMED_KEYS]
+    if not old:
+        return values
+    out = dict(values)
+    for key in old:
+        new = RENAMED_KEYS[f"{prefix}{key}"].rpartition(".")[2]
+        if new in values:
+            raise ConfigError(f"{where}: {prefix}{key} is the old name of {prefix}{new}: give one of them")
+        if where != STORED:
+            warnings.warn(f"deprecated: {where}: {prefix}{key} is now {prefix}{new}; the old key goes in the next "
+                          "release", FutureWarning, stacklevel=2)
+        out[new] = out.pop(key)
+    return out
 
 
 def _parse_value(text: str) -> Any:
@@ -193,7 +217,7 @@ def _override_of(message: str, overrides: list[str] | tuple[str, ...]) -> str | 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     """A config as stored with a round (``RunConfig.to_dict``)."""
-    return _build(RunConfig, data, "stored configuration")
+    return _build(RunConfig, data, STORED)
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> Iterator[str]:

@@ -253,7 +253,7 @@ def bootstrap(
     novelty_threshold: float = 0.95,
     contamination_threshold: float = CONTAMINATION_THRESHOLD,
     agent: "Agent | None" = None,
-    k: int = 4,
+    attempts: int = 4,
     max_success_rate: float | None = None,
     judge: "Judge | None" = None,
     embedder: "Embedder | None" = None,
@@ -267,7 +267,7 @@ def bootstrap(
     the exploration (default: explorer_model). api_base/api_key: where both are served (explorer_api_base
     overrides it for the explorer). seed: picks the worlds. round: the candidates' round (D_0 is round 0's).
     max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts abstracted from each
-    exploration. novelty_threshold, contamination_threshold, agent, k, max_success_rate, judge, embedder:
+    exploration. novelty_threshold, contamination_threshold, agent, attempts, max_success_rate, judge, embedder:
     validation's options
     (``validate_candidates``). progress: called with one line of text per explored world and per batch.
     """
@@ -291,7 +291,7 @@ def bootstrap(
 
         embedder = Embedder()
     validation = dict(env=environment, novelty_threshold=novelty_threshold,
-                      contamination_threshold=contamination_threshold, agent=agent, k=k,
+                      contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
                       max_success_rate=max_success_rate, judge=judge, embedder=embedder, wait=wait)
     run = _BootstrapRun(store_path, environment, synthesizer, _worlds(environment, max_worlds, seed), validation,
                         BootstrapReport(env=env, n=n, round=round, seed=seed, max_worlds=max_worlds),

@@ -31,7 +31,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, EpisodeLimits
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
@@ -43,10 +43,14 @@ from coevolve_engine.trainers.base import TrainContext, checked_trl_args, option
 class TRLGRPOConfig:
     """Settings of the TRL GRPO trainer; defaults follow the CoEvolve paper where it gives them."""
 
+    #: options renamed so that a concept has one name across the project (old -> new), refused by name
+    RENAMED: ClassVar[dict[str, str]] = {"num_generations": "group_size"}
+
     model: str = field(
         metadata={"help": "path of the policy to train (a transformers causal LM with a tool-calling chat template)"})
     output_dir: str = field(metadata={"help": "where TRL writes its files and the checkpoint after each train() call"})
-    num_generations: int = field(default=8, metadata={"help": "K: rollouts per group (GRPO group size)"})
+    group_size: int = field(default=8, metadata={
+        "help": "K: rollouts per group (GRPO group size; TRL's num_generations)"})
     groups_per_step: int = field(default=4, metadata={
         "help": "groups (tasks) drawn per optimizer step by each training process: under `accelerate launch "
                 "--num_processes P` a step draws P times as many (4 x 8 = the paper's batch of 32)"})
@@ -86,9 +90,9 @@ class TRLGRPOConfig:
     trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further GRPOConfig fields, passed as is"})
 
     def __post_init__(self) -> None:
-        if self.num_generations < 2:
+        if self.group_size < 2:
             raise ValueError(
-                f"num_generations must be >= 2: GRPO compares rollouts within a group (got {self.num_generations})")
+                f"group_size must be >= 2: GRPO compares rollouts within a group (got {self.group_size})")
         if self.groups_per_step < 1:
             raise ValueError(f"groups_per_step must be >= 1 (got {self.groups_per_step})")
         if self.max_new_tokens < 1 or self.max_completion_length < 1:
@@ -112,7 +116,8 @@ class TRLGRPOConfig:
         reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir",
                                          "ignore_data_skip", "save_strategy"}
         if reserved:
-            raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args")
+            raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args "
+                             "(num_generations is group_size)")
 
 
 # transformers 5 renamed gradient_checkpointing to activation_checkpointing; TRL still uses the old names, and
@@ -134,7 +139,7 @@ def grpo_args(config: TRLGRPOConfig) -> Any:
     from coevolve_engine.core.device import placement
 
     precision = precision_settings(placement(config.use_cpu))
-    k = config.num_generations
+    k = config.group_size
     settings: dict[str, Any] = dict(
         **precision, learning_rate=config.learning_rate, lr_scheduler_type="constant",
         beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
@@ -355,7 +360,7 @@ class TRLGRPOTrainer(Trainer):
         if training:
             everything = gather_object(rollouts)
             if grpo.accelerator.is_main_process:
-                self._report(everything, step, self.config.num_generations)
+                self._report(everything, step, self.config.group_size)
         return output
 
     def _report(self, rollouts: list, step: int, k: int) -> None:
