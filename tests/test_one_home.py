@@ -61,10 +61,24 @@ def test_episode_limits_have_one_home():
     assert {"bootstrap", "synthesize"} <= set(explore) and set(explore.values()) == {MAX_EXPLORE_STEPS}
 
 
-@pytest.mark.parametrize("bad, said", [({"a": -1.0, "b": 1.0}, "task 'a' has weight -1.0; a weight is a finite number >= 0"),
-                                       ({"a": float("inf")}, "task 'a' has weight inf; a weight is a finite number >= 0"),
-                                       ({"a": "1"}, "task 'a' has weight '1'; a weight is a finite number >= 0"),
-                                       ({"a": 0.0}, "no task has a weight above 0, so there is nothing to draw")])
+def test_validation_defaults_have_one_home():
+    from coevolve_engine.loop.config import ValidationConfig
+    from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD
+    from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
+
+    for name, home in (("novelty_threshold", NOVELTY_THRESHOLD), ("contamination_threshold", DEFAULT_THRESHOLD),
+                       ("attempts", ATTEMPTS)):
+        assert getattr(ValidationConfig(), name) == home, f"validation.{name}"
+        found = option_defaults(name)
+        assert "validate" in found and set(found.values()) == {home}, f"--{name.replace('_', '-')}: {found}"
+
+
+@pytest.mark.parametrize("bad, said", [
+    ({"a": -1.0, "b": 1.0}, "task 'a' has weight -1.0; a weight is a finite number >= 0"),
+    ({"a": float("inf")}, "task 'a' has weight inf; a weight is a finite number >= 0"),
+    ({"a": "1"}, "task 'a' has weight '1'; a weight is a finite number >= 0"),
+    ({"a": 0.0}, "no task has a weight above 0, so there is nothing to draw"),
+])
 def test_one_weight_check(bad, said):
     # the sampler `sample` and trl-grpo draw with, the trainers' batch source and export: one check, one wording
     from coevolve_engine.curriculum.sampler import WeightedGroupSampler

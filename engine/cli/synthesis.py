@@ -14,6 +14,8 @@ from coevolve_engine.cli.output import force_option, format_option, output_optio
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
 from coevolve_engine.store import Store
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
+from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
 
 
 def round_option(help: str):
@@ -104,18 +106,19 @@ Examples:
   coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 \\
       --attempts 4""")
 @round_option("Only the candidates of this round (default: every pending candidate).")
-@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
+@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=NOVELTY_THRESHOLD,
+              show_default=True,
               help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored training "
                    "task's.")
-@click.option("--contamination-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.8,
-              show_default=True,
+@click.option("--contamination-threshold", type=click.FloatRange(0, 1, min_open=True),
+              default=CONTAMINATION_THRESHOLD, show_default=True,
               help="Refuse (reason 'contaminated') a candidate whose task words have a Jaccard similarity at least "
                    "this high to an eval task's.")
 @click.option("--agent-model", default=None,
               help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
                    "directory) and record its success rate.")
 @endpoint_options
-@click.option("--attempts", type=click.IntRange(1, MAX_GROUP_SIZE), default=4, show_default=True,
+@click.option("--attempts", type=click.IntRange(1, MAX_GROUP_SIZE), default=ATTEMPTS, show_default=True,
               help="Agent rollouts per candidate.")
 @renamed("-k", "attempts", type=click.IntRange(1, MAX_GROUP_SIZE))
 @click.option("--max-success-rate", type=click.FloatRange(0, 1), default=None,

@@ -18,6 +18,8 @@ from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
+from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
 
 
 class ConfigError(CoevolveError):
@@ -128,15 +130,16 @@ class ValidationConfig:
                                   "checks any runnable task needs) and it copies no held-out task "
                                   "(contamination_threshold); ground truth, novelty, agent attempt and judge are "
                                   "skipped, so the other settings below are unused.")
-    novelty_threshold: float = setting(0.95, "Reject a candidate whose prompt has a cosine similarity at least "
-                                             "this high to a stored task's.")
-    contamination_threshold: float = setting(0.8, "Refuse a candidate (reason 'contaminated') whose task words (masked "
-                                                  "words and keyed literals of every user turn) have a Jaccard "
-                                                  "similarity at least this high to a held-out task's; see the "
-                                                  "contamination view.")
-    agent_model: str = setting("", "Also roll this agent out ATTEMPTS times on each candidate (litellm string or local "
-                                   "directory); empty: no agent attempt.")
-    attempts: int = setting(4, "Agent rollouts per candidate (validate's --attempts).")
+    novelty_threshold: float = setting(NOVELTY_THRESHOLD, "Reject a candidate whose prompt has a cosine similarity "
+                                                          "at least this high to a stored task's.")
+    contamination_threshold: float = setting(CONTAMINATION_THRESHOLD,
+                                             "Refuse a candidate (reason 'contaminated') whose task words (masked "
+                                             "words and keyed literals of every user turn) have a Jaccard "
+                                             "similarity at least this high to a held-out task's; see the "
+                                             "contamination view.")
+    agent_model: str = setting("", "Also roll this agent out ATTEMPTS times on each candidate (litellm string or "
+                                   "local directory); empty: no agent attempt.")
+    attempts: int = setting(ATTEMPTS, "Agent rollouts per candidate (validate's --attempts).")
     max_success_rate: float = setting(1.0, "Reject a candidate the agent solves more often than this (1.0: "
                                            "reject none on it).")
     judge_model: str = setting("", "Finally ask this model (litellm string) to rule on each task with a strict "

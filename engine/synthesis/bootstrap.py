@@ -56,6 +56,7 @@ from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents import Agent
@@ -250,10 +251,10 @@ def bootstrap(
     timeout: float = 60.0,
     retries: int = 2,
     cache: bool = True,
-    novelty_threshold: float = 0.95,
+    novelty_threshold: float = NOVELTY_THRESHOLD,
     contamination_threshold: float = CONTAMINATION_THRESHOLD,
     agent: "Agent | None" = None,
-    attempts: int = 4,
+    attempts: int = ATTEMPTS,
     max_success_rate: float | None = None,
     judge: "Judge | None" = None,
     embedder: "Embedder | None" = None,

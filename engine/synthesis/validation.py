@@ -59,6 +59,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.environments import Environment
     from coevolve_engine.embeddings import Embedder
 
+#: reject a candidate whose prompt has a cosine similarity at least this high to a stored training task's
+NOVELTY_THRESHOLD = 0.95
+#: agent rollouts per candidate, when an agent attempts each
+ATTEMPTS = 4
 CHECKS = ("synthesis", "schema", contamination.CHECK, "ground_truth", "novelty", "agent_attempt", "judge")
 Judge = Callable[[Candidate], "tuple[bool, str]"]
 
@@ -115,10 +119,10 @@ def validate_candidates(
     *,
     round: int | None = None,
     env: "Environment | None" = None,
-    novelty_threshold: float = 0.95,
+    novelty_threshold: float = NOVELTY_THRESHOLD,
     contamination_threshold: float = contamination.DEFAULT_THRESHOLD,
     agent: "Agent | None" = None,
-    attempts: int = 4,
+    attempts: int = ATTEMPTS,
     max_success_rate: float | None = None,
     judge: Judge | None = None,
     embedder: "Embedder | None" = None,
@@ -161,8 +165,8 @@ def validate_candidates(
             held_out = contamination.HeldOutIndex(reading, candidates)
         if novelty.fresh:
             novelty.cache(session.store)
-        checker = _Checker(env, novelty, novelty_threshold, agent, attempts, max_success_rate, judge, concurrency, session,
-                           runnable_only, held_out, contamination_threshold)
+        checker = _Checker(env, novelty, novelty_threshold, agent, attempts, max_success_rate, judge, concurrency,
+                           session, runnable_only, held_out, contamination_threshold)
         for candidate in candidates:
             session.close()  # the checks need no store: each verdict holds it only while it is written
             verdict = checker.verdict(candidate)
