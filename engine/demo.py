@@ -77,7 +77,8 @@ def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str]
         echo(f"store {db}: {size.seed_tasks + size.frontier_tasks} training tasks ({size.seed_tasks} of calc's seed "
              f"split, {size.frontier_tasks} one skill move beyond it), {size.eval_tasks} held-out test tasks")
     if not demonstrated:
-        summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), group_size=1, step=0, concurrency=1)
+        summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), group_size=1, step=0,
+                                  concurrency=1)
         echo(f"demonstrations: {summary.rollouts} reference rollouts of the training tasks at step 0")
     if not (policy / "model.safetensors").exists():
         _build_policy(db, policy, environment)

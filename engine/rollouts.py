@@ -101,8 +101,8 @@ def run_rollout_job(
             ROLLED_OUT_SQL, {"step": step, "task_ids": [t["task_id"] for t in tasks]}).fetchall()}
     todo = [task for task in tasks if task["task_id"] not in done]
     writer = GroupWriter(db, group_size, step, wait=wait)
-    rollouts = run_rollouts(env, todo, agent, group_size=group_size, concurrency=concurrency, step=step, on_rollout=writer,
-                            progress=progress)
+    rollouts = run_rollouts(env, todo, agent, group_size=group_size, concurrency=concurrency, step=step,
+                            on_rollout=writer, progress=progress)
     scored = [r for r in rollouts if r.error is None]
     return RolloutSummary(
         tasks=len(todo),

@@ -46,7 +46,8 @@ class WeightedGroupSampler:
                 raise CurriculumError(f"{name} must be at least 1, got {value}")
         if groups_per_step * group_size > MAX_BATCH_ROWS:
             raise CurriculumError(f"a batch of groups_per_step * group_size = {groups_per_step} * {group_size} "
-                                  f"indices is more than {MAX_BATCH_ROWS:,}; draw several smaller batches (successive steps)")
+                                  f"indices is more than {MAX_BATCH_ROWS:,}; draw several smaller batches "
+                                  "(successive steps)")
         if seed < 0 or epoch < 0 or start_step < 0:
             raise CurriculumError("seed, epoch and start_step must be >= 0 (they seed numpy's SeedSequence)")
         # cdf_i = w_0 + ... + w_i: drawing u ~ U[0, total) picks the first i with cdf_i > u, i.e. i with

@@ -150,7 +150,8 @@ def test_progress_bar_and_custom_group_ids(capsys):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"group_size": 0}, "group_size \\(rollouts per task\\) must be >= 1"), ({"concurrency": 0}, "concurrency must be >= 1")],
+    [({"group_size": 0}, "group_size \\(rollouts per task\\) must be >= 1"),
+     ({"concurrency": 0}, "concurrency must be >= 1")],
 )
 def test_bad_arguments_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -38,7 +38,7 @@ class RoundWeights:
     source: str  # 'given', 'task_weights round R' or 'uniform'
 
 
-def weights_mapping(weights: Any) -> dict[str, float]:
+def weights_mapping(weights: Any, what: str = "weights") -> dict[str, float]:
     """A mapping, or a polars / pyarrow table with columns task_id and weight, as a plain dict."""
     if isinstance(weights, Mapping):
         pairs = list(weights.items())
@@ -58,7 +58,7 @@ def weights_mapping(weights: Any) -> dict[str, float]:
         if task_id in out:
             raise ExportError(f"weights: task {task_id!r} appears more than once")
         out[task_id] = weight
-    checked = check_weights(out, what="weights", error=ExportError) if out else ()
+    checked = check_weights(out, what=what, error=ExportError) if out else ()
     return dict(zip(out, map(float, checked)))
 
 
@@ -86,7 +86,7 @@ def weights_from_table(store: "Store", round: int) -> dict[str, float]:
             f"{WEIGHTS_TABLE} has no weights for round {round} (rounds with weights: {known}); "
             "pick one with --weights-from-round, or pass --uniform"
         )
-    return weights_mapping(dict(rows))
+    return weights_mapping(dict(rows), f"weights from {WEIGHTS_TABLE} round {round}")
 
 
 def resolve_weights(
