@@ -59,7 +59,7 @@ def build_store(work: Path, env, args) -> tuple[Path, list[dict], list[dict]]:
     with Store(db) as store:
         store.add_records("tasks", train, label=f"calc {args.train_split} tasks")
         store.add_records("tasks", test, label="calc test tasks (held out)")
-    run_rollout_job(db, env, "calc", ReferenceAgent(parallel=True), k=1, step=0, concurrency=1, progress=False)
+    run_rollout_job(db, env, "calc", ReferenceAgent(parallel=True), group_size=1, step=0, concurrency=1, progress=False)
     return db, train, test
 
 
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     report("after SFT", sft.checkpoint)
 
     started = time.perf_counter()
-    grpo = train("trl-grpo", {"num_generations": args.k, "groups_per_step": args.groups, "learning_rate": args.grpo_lr,
+    grpo = train("trl-grpo", {"group_size": args.k, "groups_per_step": args.groups, "learning_rate": args.grpo_lr,
                               "beta": 0.0, "temperature": args.temperature, "max_new_tokens": args.max_new_tokens,
                               "max_model_calls_per_turn": 3}, args.grpo_steps, db, env, sft.checkpoint,
                  work / "grpo", train_tasks)

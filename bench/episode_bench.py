@@ -41,7 +41,7 @@ def build_policy(folder: Path, environment, tasks, warmup: int) -> Path:
     db = folder / "bench.duckdb"
     with Store(db) as store:
         store.add_records("tasks", tasks)
-    run_rollout_job(db, environment, environment.name, ReferenceAgent(parallel=True), k=1, step=0, concurrency=1)
+    run_rollout_job(db, environment, environment.name, ReferenceAgent(parallel=True), group_size=1, step=0, concurrency=1)
     rows = demonstrations(db, environment)
     policy = build_tiny_qwen3(folder / "policy", demonstration_corpus(rows, vocab_size=1024), hidden_size=64,
                               layers=2, vocab_size=1024, digits=True)

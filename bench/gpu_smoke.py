@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"policy: {model}")
         settings = {"env": "calc", "rounds": 1, "trainer.model": model, "trainer.steps_per_round": args.steps,
                     "trainer.output_dir": str(folder / "checkpoints"), "trainer.launcher": launcher(args),
-                    "trainer.options.num_generations": args.k, "trainer.options.groups_per_step": args.groups,
+                    "trainer.options.group_size": args.k, "trainer.options.groups_per_step": args.groups,
                     "trainer.options.learning_rate": 1e-5 if args.model else 1e-3,
                     "trainer.options.temperature": 1.0, "trainer.options.use_cpu": args.cpu,
                     "trainer.options.max_completion_length": 8 * args.max_new_tokens,

@@ -151,7 +151,7 @@ def section_demo(folder: Path, args) -> None:
 
     groups, k = getattr(args, "demo_groups", 6), getattr(args, "demo_k", 8)  # smaller only in --smoke
     overrides = (f"warmup.steps={args.demo_warmup}", f"trainer.steps_per_round={args.demo_steps}",
-                 f"trainer.options.num_generations={k}", f"trainer.options.groups_per_step={groups}",
+                 f"trainer.options.group_size={k}", f"trainer.options.groups_per_step={groups}",
                  "synthesis.synthesizer=none", *getattr(args, "demo_sets", ()))
     results = {}
     for label in ("before", "after"):

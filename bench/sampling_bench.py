@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"load_weights (DuckDB -> numpy): {time.perf_counter() - start:.3f} s")
 
     start = time.perf_counter()
-    sampler = WeightedGroupSampler(weight_set.weights, group_size=args.k, batch_tasks=args.batch, seed=0)
+    sampler = WeightedGroupSampler(weight_set.weights, group_size=args.k, groups_per_step=args.batch, seed=0)
     setup_ms = 1e3 * (time.perf_counter() - start)
     print(f"sampler setup (checks of {len(weight_set):,} weights): {setup_ms:.2f} ms")
 

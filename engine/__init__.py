@@ -7,7 +7,7 @@ stays light)::
 
     with Store("mine.duckdb") as store:
         weights = load_weights(store).by_task                    # {task_id: weight}, as BatchSource.weights
-    sampler = WeightedGroupSampler(weights, batch_tasks=8, group_size=4, seed=0)
+    sampler = WeightedGroupSampler(weights, groups_per_step=8, group_size=4, seed=0)
     batch = sampler.batch_ids(step=0)                            # 32 task ids, each task 4 times in a row
 """
 

@@ -50,7 +50,7 @@ FULL = DemoSize(seed_tasks=160, frontier_tasks=40, eval_tasks=157, rounds=8)
 #: 150 warm-up steps: with 20, every rollout failed and called no tool, so no signal flagged anything (the
 #: reference demonstrations are not the policy's history) and no task was synthesized.
 QUICK = DemoSize(seed_tasks=20, frontier_tasks=4, eval_tasks=20, rounds=2, overrides=(
-    "warmup.steps=150", "trainer.steps_per_round=2", "trainer.options.num_generations=4",
+    "warmup.steps=150", "trainer.steps_per_round=2", "trainer.options.group_size=4",
     "trainer.options.groups_per_step=2", "synthesis.max_candidates=4",
 ))
 
@@ -77,7 +77,8 @@ def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str]
         echo(f"store {db}: {size.seed_tasks + size.frontier_tasks} training tasks ({size.seed_tasks} of calc's seed "
              f"split, {size.frontier_tasks} one skill move beyond it), {size.eval_tasks} held-out test tasks")
     if not demonstrated:
-        summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), k=1, step=0, concurrency=1)
+        summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), group_size=1, step=0,
+                                  concurrency=1)
         echo(f"demonstrations: {summary.rollouts} reference rollouts of the training tasks at step 0")
     if not (policy / "model.safetensors").exists():
         _build_policy(db, policy, environment)
@@ -145,9 +146,7 @@ def write_report(folder: Path, db: Path, config: "RunConfig") -> Path:
     from coevolve_engine.outputs import write_output
     from coevolve_engine.report import build_report
 
-    s = config.signal_params()
-    params = DriftParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n,
-                         forgetting_form=s.forgetting_form)
+    params = DriftParams(**config.signal_params().bind())
     with Store(db, read_only=True) as store:
         page = build_report(store, params, title=f"coevolve-engine demo: {folder.name}", label=folder.name)
     path = folder / REPORT_NAME

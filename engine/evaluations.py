@@ -261,7 +261,7 @@ def evaluate_agent(db: str | Path, environment: "Environment", env: str, tasks: 
                         _result_row(identifier, result))
         written += 1
 
-    run_rollouts(environment, todo, agent, k=1, concurrency=concurrency, on_rollout=write, progress=progress)
+    run_rollouts(environment, todo, agent, group_size=1, concurrency=concurrency, on_rollout=write, progress=progress)
     with Store(db, wait=wait) as store:
         evaluation = None
         if not faults:

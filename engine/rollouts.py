@@ -35,10 +35,10 @@ SELECT DISTINCT task_id FROM trajectories WHERE step = $step AND list_contains($
 class GroupWriter:
     """Buffers rollouts per group and writes each group whole, through ``StoreSink``, when its K-th arrives."""
 
-    def __init__(self, db: Path, k: int, step: int, wait: float = DEFAULT_WAIT_SECONDS) -> None:
+    def __init__(self, db: Path, group_size: int, step: int, wait: float = DEFAULT_WAIT_SECONDS) -> None:
         from coevolve_engine.core.sink import StoreSink
 
-        self.k = k
+        self.group_size = group_size
         self.step = step
         self.sink = StoreSink(db, wait=wait, label="rollout group")
         self._pending: dict[str, list["Rollout"]] = defaultdict(list)
@@ -54,7 +54,7 @@ class GroupWriter:
     def __call__(self, rollout: "Rollout") -> None:
         group = self._pending[rollout.group_id]
         group.append(rollout)
-        if len(group) == self.k:
+        if len(group) == self.group_size:
             self.sink.write_group(group, step=self.step, group_id=rollout.group_id)
             del self._pending[rollout.group_id]
 
@@ -75,7 +75,7 @@ def run_rollout_job(
     env_name: str,
     agent: "Agent",
     *,
-    k: int,
+    group_size: int,
     step: int,
     category: str | None = None,
     task_ids: list[str] | None = None,
@@ -100,9 +100,9 @@ def run_rollout_job(
         done = {row[0] for row in store.execute(
             ROLLED_OUT_SQL, {"step": step, "task_ids": [t["task_id"] for t in tasks]}).fetchall()}
     todo = [task for task in tasks if task["task_id"] not in done]
-    writer = GroupWriter(db, k, step, wait=wait)
-    rollouts = run_rollouts(env, todo, agent, k=k, concurrency=concurrency, step=step, on_rollout=writer,
-                            progress=progress)
+    writer = GroupWriter(db, group_size, step, wait=wait)
+    rollouts = run_rollouts(env, todo, agent, group_size=group_size, concurrency=concurrency, step=step,
+                            on_rollout=writer, progress=progress)
     scored = [r for r in rollouts if r.error is None]
     return RolloutSummary(
         tasks=len(todo),

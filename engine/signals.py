@@ -8,42 +8,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from coevolve_engine.core.signal_params import FORGETTING_FORMS, SignalParams  # noqa: F401 (re-exported)
 from coevolve_engine.store import Store
-
-
-FORGETTING_FORMS = ("group", "trajectory")
-
-
-@dataclass(frozen=True)
-class SignalParams:
-    """The signal constants (docs/architecture.md, "The signals")."""
-
-    threshold: float = 0.5  # a rollout succeeds when reward >= threshold
-    w: int = 3  # forgetting window: the w most recent earlier scores
-    theta: float = 5.0  # rare: share of a pattern below theta percent
-    min_n: int = 50  # rare: only once at least min_n trajectories have a pattern
-    # forgetting's form: "group" (a step's mean score against the w earlier scores; every rollout of the step is
-    # flagged) or "trajectory" (the paper's: each failed rollout against the task's w earlier scores)
-    forgetting_form: str = "group"
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.threshold <= 1:
-            raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
-        if self.w < 1:
-            raise ValueError(f"the forgetting window w must be at least 1, got {self.w}")
-        if not 0 < self.theta <= 100:
-            raise ValueError(f"theta is a percentage in (0, 100], got {self.theta}")
-        if self.min_n < 0:
-            raise ValueError(f"min_n must be >= 0, got {self.min_n}")
-        if self.forgetting_form not in FORGETTING_FORMS:
-            raise ValueError(f"forgetting_form must be one of {', '.join(FORGETTING_FORMS)}, got "
-                             f"{self.forgetting_form!r} "
-                             "(group: a step's mean score; trajectory: each rollout, as the paper states it)")
-
-    def bind(self) -> dict[str, float | int | str]:
-        """The parameters as the signal macros name them (also what runs, weights and patterns record)."""
-        return {"threshold": self.threshold, "w": self.w, "theta": self.theta, "min_n": self.min_n,
-                "forgetting_form": self.forgetting_form}
 
 
 TOTALS_SQL = """

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, NamedTuple
 
+from coevolve_engine.core.signal_params import FORGETTING_FORMS, SIGNAL_DEFAULTS as _D
+
 
 class Trajectory(NamedTuple):
     trajectory_id: str
@@ -29,7 +31,7 @@ def _succeeded(t: Trajectory, threshold: float) -> bool:
     return t.success if t.success is not None else t.reward >= threshold
 
 
-def task_steps(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+def task_steps(trajectories: Iterable[Trajectory], threshold: float = _D.threshold) -> list[tuple]:
     """(task_id, step, rollouts, successes, score) per (task, step); score is the mean reward."""
     rollouts: dict[tuple[str, int], int] = defaultdict(int)
     successes: dict[tuple[str, int], int] = defaultdict(int)
@@ -53,7 +55,7 @@ def _history(trajectories: Iterable[Trajectory], threshold: float) -> dict[str, 
     return history
 
 
-def forgetting(trajectories: Iterable[Trajectory], w: int = 3, threshold: float = 0.5) -> list[tuple]:
+def forgetting(trajectories: Iterable[Trajectory], w: int = _D.w, threshold: float = _D.threshold) -> list[tuple]:
     """(task_id, step, score, recent_best, window_scores, w, threshold) where forgetting fires: one of the
     w most recent earlier scores is >= threshold and the score now is below."""
     rows = []
@@ -65,7 +67,8 @@ def forgetting(trajectories: Iterable[Trajectory], w: int = 3, threshold: float 
     return rows
 
 
-def forgetting_trajectories(trajectories: Iterable[Trajectory], w: int = 3, threshold: float = 0.5) -> list[tuple]:
+def forgetting_trajectories(trajectories: Iterable[Trajectory], w: int = _D.w,
+                            threshold: float = _D.threshold) -> list[tuple]:
     """(trajectory_id, task_id, step, group_id, reward, recent_best, window_scores, w, threshold) for each
     trajectory where per-trajectory forgetting (the paper's form) fires: the trajectory failed and one of its
     task's w most recent earlier scores (scores at earlier steps, this step excluded) is >= threshold."""
@@ -83,7 +86,7 @@ def forgetting_trajectories(trajectories: Iterable[Trajectory], w: int = 3, thre
     return rows
 
 
-def forgetting_events(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+def forgetting_events(trajectories: Iterable[Trajectory], threshold: float = _D.threshold) -> list[tuple]:
     """(task_id, scored_steps, forgetting_events): transitions from >= threshold to below, per task."""
     rows = []
     for task, scores in _history(trajectories, threshold).items():
@@ -92,7 +95,7 @@ def forgetting_events(trajectories: Iterable[Trajectory], threshold: float = 0.5
     return rows
 
 
-def group_outcomes(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+def group_outcomes(trajectories: Iterable[Trajectory], threshold: float = _D.threshold) -> list[tuple]:
     """(group_id, task_id, step, rollouts, successes, p, variance, mean_reward) per group."""
     members: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
@@ -107,13 +110,13 @@ def group_outcomes(trajectories: Iterable[Trajectory], threshold: float = 0.5) -
     return rows
 
 
-def boundary(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+def boundary(trajectories: Iterable[Trajectory], threshold: float = _D.threshold) -> list[tuple]:
     """(task_id, group_id, step, rollouts, successes, p, variance) for groups with mixed outcomes."""
     return [(task, group, step, n, k, p, var)
             for group, task, step, n, k, p, var, _ in group_outcomes(trajectories, threshold) if 0 < k < n]
 
 
-def pattern_steps(trajectories: Iterable[Trajectory], theta: float = 5, min_n: int = 50) -> list[tuple]:
+def pattern_steps(trajectories: Iterable[Trajectory], theta: float = _D.theta, min_n: int = _D.min_n) -> list[tuple]:
     """(action_pattern, step, trajectories, cumulative, seen, share, rare) per (pattern, step)."""
     at_step: dict[tuple[str, int], int] = defaultdict(int)
     per_step: dict[int, int] = defaultdict(int)
@@ -136,7 +139,7 @@ def pattern_steps(trajectories: Iterable[Trajectory], theta: float = 5, min_n: i
     return rows
 
 
-def rare_patterns(trajectories: Iterable[Trajectory], theta: float = 5, min_n: int = 50) -> list[tuple]:
+def rare_patterns(trajectories: Iterable[Trajectory], theta: float = _D.theta, min_n: int = _D.min_n) -> list[tuple]:
     """(action_pattern, trajectories, share, rare, first_step, last_step, rare_trajectories) per pattern."""
     steps = pattern_steps(trajectories, theta, min_n)
     total = sum(row[2] for row in steps)
@@ -151,9 +154,6 @@ def rare_patterns(trajectories: Iterable[Trajectory], theta: float = 5, min_n: i
     return rows
 
 
-FORGETTING_FORMS = ("group", "trajectory")
-
-
 def _forgetting_flags(trajectories: list[Trajectory], w: int, threshold: float, form: str) -> set[str]:
     """The ids of the trajectories flagged forgetting in ``form``."""
     if form not in FORGETTING_FORMS:
@@ -164,8 +164,9 @@ def _forgetting_flags(trajectories: list[Trajectory], w: int, threshold: float, 
     return {t.trajectory_id for t in trajectories if (t.task_id, t.step) in steps}
 
 
-def flagged_trajectories(trajectories: list[Trajectory], threshold: float = 0.5, w: int = 3,
-                         theta: float = 5, min_n: int = 50, forgetting_form: str = "group") -> list[tuple]:
+def flagged_trajectories(trajectories: list[Trajectory], threshold: float = _D.threshold, w: int = _D.w,
+                         theta: float = _D.theta, min_n: int = _D.min_n,
+                         forgetting_form: str = _D.forgetting_form) -> list[tuple]:
     """(trajectory_id, task_id, step, group_id, signal) for each signal a trajectory carries.
     ``forgetting_form``:
     'group' flags every rollout of a (task, step) where the group form fires; 'trajectory' flags each rollout
@@ -185,8 +186,8 @@ def flagged_trajectories(trajectories: list[Trajectory], threshold: float = 0.5,
     return rows
 
 
-def task_signals(trajectories: list[Trajectory], task_ids: Iterable[str] = (), threshold: float = 0.5,
-                 w: int = 3, theta: float = 5, min_n: int = 50) -> list[tuple]:
+def task_signals(trajectories: list[Trajectory], task_ids: Iterable[str] = (), threshold: float = _D.threshold,
+                 w: int = _D.w, theta: float = _D.theta, min_n: int = _D.min_n) -> list[tuple]:
     """(task_id, latest_step, latest_score, scored_steps, forgetting_events, forgetting_flags, groups,
     boundary_groups, boundary_share, rare_trajectories) for every task in task_ids or in trajectories."""
     history = _history(trajectories, threshold)
@@ -212,7 +213,7 @@ def task_signals(trajectories: list[Trajectory], task_ids: Iterable[str] = (), t
     return rows
 
 
-def group_spread(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+def group_spread(trajectories: Iterable[Trajectory], threshold: float = _D.threshold) -> list[tuple]:
     """(group_id, task_id, step, rollouts, successes, spread, dead, all_solved, all_failed) per group: spread the
     population standard deviation of its rewards; dead when every reward is the same (no GRPO advantage)."""
     members: dict[str, list[Trajectory]] = defaultdict(list)
@@ -230,7 +231,7 @@ def group_spread(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> 
     return rows
 
 
-def group_health(trajectories: Iterable[Trajectory], threshold: float = 0.5,
+def group_health(trajectories: Iterable[Trajectory], threshold: float = _D.threshold,
                  rounds: Iterable[tuple[int, int, int]] = ()) -> list[tuple]:
     """(step, round, groups, dead_groups, all_solved, all_failed, dead_share, mean_spread, rollouts, live_rollouts,
     gradient_share) per step; ``rounds`` are (round, first_step, last_step), as drift_rounds has them."""
@@ -250,7 +251,7 @@ def group_health(trajectories: Iterable[Trajectory], threshold: float = 0.5,
     return rows
 
 
-def task_group_health(trajectories: Iterable[Trajectory], threshold: float = 0.5) -> list[tuple]:
+def task_group_health(trajectories: Iterable[Trajectory], threshold: float = _D.threshold) -> list[tuple]:
     """(task_id, groups, dead_groups, all_solved, all_failed, dead_share, mean_spread, last_step) per task."""
     by_task: dict[str, list[tuple]] = defaultdict(list)
     for row in group_spread(trajectories, threshold):

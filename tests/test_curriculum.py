@@ -252,7 +252,8 @@ def test_a_failing_strategy_writes_nothing(literal):
 
             return StrategyResult(facts.select("task_id", pl.lit(-1.0).alias("weight"), pl.lit(0).alias("components")))
 
-    with pytest.raises(CurriculumError, match="gave task 'fail' the weight -1.0; weights must be finite and >= 0"):
+    with pytest.raises(CurriculumError,
+                       match="strategy 'broken': task 'fail' has weight -1.0; a weight is a finite number >= 0"):
         compute_weights(literal, 0, Broken(), PARAMS)
     assert literal.scalar("SELECT count(*) FROM task_weights") == 0
     assert literal.scalar("SELECT count(*) FROM weight_sets") == 0

@@ -36,14 +36,17 @@ def test_weights_then_sample(run):
     assert json.loads(stored.output) == [{"round": 0, "strategy": "coevolve", "beta": None},
                                          {"round": 1, "strategy": "plr", "beta": "0.5"}]
 
-    batch = run("sample", "--tasks", "6", "-k", "4", "--seed", "3", "--format", "json")
+    batch = run("sample", "--groups-per-step", "6", "-k", "4", "--seed", "3", "--format", "json")
     assert batch.exit_code == 0, batch.output
     rows = json.loads(batch.output)
     assert len(rows) == 24 and [row["group"] for row in rows] == [g for g in range(6) for _ in range(4)]
     for g in range(6):
         assert len({(row["task_id"], row["weight"]) for row in rows[4 * g: 4 * g + 4]}) == 1
-    assert json.loads(run("sample", "--tasks", "6", "-k", "4", "--seed", "3", "--format", "json").output) == rows
-    assert json.loads(run("sample", "--tasks", "6", "-k", "4", "--seed", "3", "--step", "1",
+    assert json.loads(run("sample", "-b", "6", "-k", "4", "--seed", "3", "--format", "json").output) == rows
+    old = run("sample", "--tasks", "6", "-k", "4", "--seed", "3", "--format", "json")  # the old spelling, for now
+    assert json.loads(old.stdout) == rows
+    assert "deprecated: --tasks is now --groups-per-step" in old.stderr
+    assert json.loads(run("sample", "-b", "6", "-k", "4", "--seed", "3", "--step", "1",
                           "--format", "json").output) != rows
 
 
@@ -51,7 +54,7 @@ def test_sample_to_a_csv_file_from_an_older_round(run, tmp_path):
     run("weights", "--strategy", "uniform")
     run("weights", "--strategy", "dapo-filter")
     out = tmp_path / "batch.csv"
-    result = run("sample", "--round", "0", "--tasks", "5", "-k", "2", "--format", "csv", "--output", str(out))
+    result = run("sample", "--round", "0", "--groups-per-step", "5", "-k", "2", "--format", "csv", "--output", str(out))
     assert result.exit_code == 0 and result.output == ""
     frame = pl.read_csv(out)
     assert frame.columns == ["group", "task_id", "weight", "probability"]

@@ -69,7 +69,7 @@ def test_synthesized_tasks_join_the_training_set_and_round_1_draws_them(demo):
     assert synthesized and all(weight.get(task_id, 0) > 0 for task_id in synthesized)
     # round 1's 4 groups are one seeded draw, which may miss them (their share is about half); the sampler that
     # made it draws them within a few more steps, and every task round 1 trained on is one it weighs
-    sampler = WeightedGroupSampler(weights.weights, group_size=1, batch_tasks=2, seed=1)
+    sampler = WeightedGroupSampler(weights.weights, group_size=1, groups_per_step=2, seed=1)
     drawn = {weights.task_ids[i] for step in range(20) for i in sampler.batch(step)}
     assert drawn & synthesized
     trained = {task_id for (task_id,) in rows(folder, "SELECT DISTINCT task_id FROM trajectories "

@@ -75,7 +75,7 @@ def test_no_strategy_weighs_an_eval_task_and_no_sampler_draws_one(bfcl_store):
         for strategy in STRATEGIES:
             weights = compute_weights(store, 2, strategy, replace=True)
             assert len(weights.task_ids) == 30 and set(weights.task_ids.tolist()) == train, strategy
-            sampler = WeightedGroupSampler(weights.weights, group_size=4, batch_tasks=8, seed=3, num_batches=50)
+            sampler = WeightedGroupSampler(weights.weights, group_size=4, groups_per_step=8, seed=3, num_batches=50)
             drawn = {weights.task_ids[index] for index in sampler}
             assert drawn <= train and not drawn & held_out, strategy
         assert store.scalar("SELECT tasks FROM weight_sets WHERE round = 2") == 30

@@ -34,7 +34,7 @@ steps_per_round = {steps}
 output_dir = "{checkpoints}"
 launcher = "{accelerate} launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no --dynamo_backend no"
 [trainer.options]
-num_generations = {k}
+group_size = {k}
 groups_per_step = 1
 learning_rate = 1e-3
 max_completion_length = 96

@@ -22,7 +22,7 @@ from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext  # noqa
 from toy_env import CounterEnvironment, CounterEpisode, counter_task  # noqa: E402
 
 K = 2
-OPTIONS = {"num_generations": K, "groups_per_step": 2, "learning_rate": 1e-3, "beta": 0.04, "max_new_tokens": 8,
+OPTIONS = {"group_size": K, "groups_per_step": 2, "learning_rate": 1e-3, "beta": 0.04, "max_new_tokens": 8,
            "max_completion_length": 64, "max_model_calls_per_turn": 1, "temperature": 1.0}
 
 

@@ -47,7 +47,7 @@ def checkpoint(calc_tasks, tmp_path_factory) -> Path:
     db = tmp / "demos.duckdb"
     with Store(db) as store:
         store.add_records("tasks", calc_tasks[:12])  # demonstrations of half the tasks: it fails most others
-    run_rollout_job(db, environment, "calc", ReferenceAgent(parallel=True), k=1, step=0, concurrency=1)
+    run_rollout_job(db, environment, "calc", ReferenceAgent(parallel=True), group_size=1, step=0, concurrency=1)
     rows = demonstrations(db, environment)
     policy = build_tiny_qwen3(tmp / "policy", demonstration_corpus(rows, vocab_size=512), hidden_size=48,
                               vocab_size=512, digits=True)

@@ -23,13 +23,13 @@ def test_sample_draws_with_the_core_sampler(db_path):
     runner = CliRunner()
     assert runner.invoke(cli, ["init", "--sample", "--db", str(db_path)]).exit_code == 0
     assert runner.invoke(cli, ["weights", "--strategy", "coevolve", "--db", str(db_path)]).exit_code == 0
-    out = runner.invoke(cli, ["sample", "--tasks", "5", "-k", "2", "--seed", "3", "--step", "4", "--format", "json",
+    out = runner.invoke(cli, ["sample", "--groups-per-step", "5", "-k", "2", "--seed", "3", "--step", "4", "--format", "json",
                               "--db", str(db_path)], catch_exceptions=False).output
     with Store(db_path, read_only=True) as store:
         weights = load_weights(store)
     # the trainer's view of the same round: task id -> weight, read through a BatchSource as trl-grpo reads it
     source = BatchSource(weights.by_task, seed=3)
-    drawn = WeightedGroupSampler(source.weights, task_ids=source.task_ids(), group_size=2, batch_tasks=5, seed=3)
+    drawn = WeightedGroupSampler(source.weights, task_ids=source.task_ids(), group_size=2, groups_per_step=5, seed=3)
     assert [row["task_id"] for row in json.loads(out)] == drawn.batch_ids(4)
 
 
@@ -47,8 +47,8 @@ def test_trl_grpo_draws_with_the_core_sampler():
                            source=source, first_draw=6)
     sampler = CoevolveGRPOTrainer._get_train_sampler(grpo)
     assert type(sampler) is WeightedGroupSampler
-    assert (sampler.seed, sampler.next_step, sampler.group_size, sampler.batch_tasks) == (5, 6, 4, 2)
-    assert sampler.batch_ids(6) == WeightedGroupSampler(source.weights(), group_size=4, batch_tasks=2,
+    assert (sampler.seed, sampler.next_step, sampler.group_size, sampler.groups_per_step) == (5, 6, 4, 2)
+    assert sampler.batch_ids(6) == WeightedGroupSampler(source.weights(), group_size=4, groups_per_step=2,
                                                         seed=5).batch_ids(6)
 
 

@@ -108,7 +108,7 @@ def test_the_paper_recipe_has_the_papers_method_and_settings():
     c = load_config(PAPER)
     o = c.trainer.options
     assert (c.bootstrap.n, c.trainer.steps_per_round, c.rounds * c.trainer.steps_per_round) == (100, 10, 120)
-    assert (o["num_generations"], o["learning_rate"], o["beta"], o["epsilon"], o["epsilon_high"],
+    assert (o["group_size"], o["learning_rate"], o["beta"], o["epsilon"], o["epsilon_high"],
             o["temperature"]) == (8, 1e-6, 1e-3, 0.2, 0.28, 0.9)
     # episodes are played as BFCL's inference plays them: no episode cap, 21 answers a turn (`count > 20`)
     assert (c.episode.max_steps, c.episode.max_model_calls_per_turn) == (0, 21)

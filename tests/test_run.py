@@ -47,7 +47,7 @@ model = "{policy}"
 steps_per_round = {F}
 output_dir = "{checkpoints}"
 [trainer.options]
-num_generations = {K}
+group_size = {K}
 groups_per_step = 2
 learning_rate = 1e-3
 beta = 0.0

@@ -29,14 +29,14 @@ rounds = 3
 model = "policy"
 steps_per_round = 4
 [trainer.options]
-num_generations = 2
+group_size = 2
 [curriculum]
 strategy = "plr"
 """)
     config = load_config(path, ["trainer.options.learning_rate=1e-3", "signals.w=5", "trainer.model=/models/x",
                                 "synthesis.synthesizer=offline:bfcl"])
     assert config.rounds == 3 and config.trainer.steps_per_round == 4
-    assert config.trainer.options == {"num_generations": 2, "learning_rate": 1e-3}
+    assert config.trainer.options == {"group_size": 2, "learning_rate": 1e-3}
     assert config.trainer.model == "/models/x"  # a bare word is taken as text
     assert config.signals.w == 5 and config.curriculum.strategy == "plr"
     assert config.synthesis.synthesizer == "offline:bfcl"
@@ -89,7 +89,7 @@ def test_print_config_lists_the_trainer_and_strategy_settings_and_applies_overri
     assert result.exit_code == 0, result.output
     data = tomllib.loads(result.output)
     assert data["rounds"] == 5 and data["trainer"]["steps_per_round"] == 3
-    assert "# num_generations = 8" in result.output  # trl-grpo's own settings, commented, with their help
+    assert "# group_size = 8" in result.output  # trl-grpo's own settings, commented, with their help
     assert "trl-grpo: K: rollouts per group" in result.output
     assert "# staleness_horizon = 10" in result.output  # the coevolve strategy's settings
 
@@ -309,3 +309,35 @@ def test_the_exploring_synthesizer_is_built_with_the_models_explorer_and_abstrac
     with pytest.raises(ConfigError, match=r"synthesis.synthesizer = llm explores with \[models\]' explorer .* set "
                                           r"models.explorer.model"):
         check_plugins(RunContext(tmp_path / "s.duckdb", bare, 1.0))
+
+
+def test_renamed_keys_are_read_under_their_new_names(tmp_path):
+    import warnings
+
+    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.loop.config_files import config_from_dict
+    from coevolve_engine.trainers.base import options_config
+    from coevolve_engine.trainers.trl_grpo.trainer import TRLGRPOConfig
+
+    old = tmp_path / "old.toml"
+    old.write_text('[trainer]\nmodel = "m"\n[trainer.options]\nnum_generations = 4\n[validation]\nk = 2\n')
+    with pytest.warns(FutureWarning) as said:
+        config = load_config(old)
+    shown = {str(w.message) for w in said}
+    assert f"{old}: validation.k is now validation.attempts; the old key goes in the next release" in shown
+    assert any("trainer.options.num_generations is now trainer.options.group_size" in text for text in shown)
+    assert config.validation.attempts == 2 and config.trainer.options == {"group_size": 4}
+    # a round an older version stored (its config under the old keys) compares as the same configuration
+    stored = config.to_dict()
+    stored["validation"]["k"] = stored["validation"].pop("attempts")
+    stored["trainer"]["options"] = {"num_generations": 4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert config_from_dict(stored) == config
+    both = tmp_path / "both.toml"
+    both.write_text('[trainer]\nmodel = "m"\n[validation]\nk = 2\nattempts = 3\n')
+    with pytest.raises(ConfigError, match="validation.k is the old name of validation.attempts: give one of them"):
+        load_config(both)
+    # built from Python, the old option is refused by name
+    with pytest.raises(CoevolveError, match="option num_generations is now group_size"):
+        options_config(TRLGRPOConfig, {"num_generations": 4}, {"model": "m", "output_dir": "o"}, "trainer trl-grpo")

@@ -82,7 +82,7 @@ def test_rollouts_never_play_eval_tasks(db_path):
     with Store(db_path) as store:
         store.add_records("tasks", list(calc.load_tasks(split="seed", n=3)))
         store.add_records("tasks", [{**t, "split": "eval"} for t in calc.load_tasks(split="test", n=3)])
-    summary = run_rollout_job(db_path, calc, "calc", ReferenceAgent(), k=1, step=0, concurrency=1)
+    summary = run_rollout_job(db_path, calc, "calc", ReferenceAgent(), group_size=1, step=0, concurrency=1)
     assert summary.rollouts == 3
     with Store(db_path, read_only=True) as store:
         assert store.scalar("SELECT count(*) FROM trajectories JOIN tasks USING (task_id) WHERE split = 'eval'") == 0

@@ -53,7 +53,7 @@ def calc_store(db_path, jsonl):
     calc = load_environment("calc")
     with Store(db_path) as store:
         store.add_records("tasks", list(calc.load_tasks(split="seed", n=CALC_TASKS)), label="calc tasks")
-    run_rollout_job(db_path, calc, "calc", ReferenceAgent(), k=1, step=0, concurrency=1)
+    run_rollout_job(db_path, calc, "calc", ReferenceAgent(), group_size=1, step=0, concurrency=1)
     return db_path
 
 

@@ -204,9 +204,9 @@ def test_two_unicode_forms_of_one_name_are_one_task(store_with_tasks, jsonl, tmp
 def test_a_batch_too_large_to_hold_is_refused_naming_the_options(store_with_tasks):
     invoke("weights", "--strategy", "uniform", "--db", store_with_tasks)
     before = table_hashes(store_with_tasks)
-    result = invoke("sample", "--tasks", "999999999999", "-k", "999999999", "--db", store_with_tasks)
+    result = invoke("sample", "--groups-per-step", "999999999999", "-k", "999999999", "--db", store_with_tasks)
     assert result.exit_code == 2
-    assert "--tasks 999999999999 times --group-size 999999999 is more than 10,000,000 rows" in result.output
+    assert "--groups-per-step 999999999999 times --group-size 999999999 is more than 10,000,000 rows" in result.output
     assert table_hashes(store_with_tasks) == before
 
 

@@ -35,7 +35,7 @@ model = "{policy}"
 steps_per_round = 2
 output_dir = "{checkpoints}"
 [trainer.options]
-num_generations = 2
+group_size = 2
 groups_per_step = 1
 learning_rate = 1e-3
 max_completion_length = 96

@@ -57,7 +57,7 @@ def store_db(bfcl, tmp_path_factory):
             "task_id": TASKS[0], "step": 5, "group_id": "failed", "reward": 0.0, "success": False,
             "messages": [{"role": "user", "content": tasks[0]["spec"]["turns"][0][0]["content"]},
                          {"role": "assistant", "content": "No idea."}]}], label="a failure")
-    summary = run_rollout_job(db, environment, "bfcl", ReferenceAgent(), k=2, step=0, concurrency=1)
+    summary = run_rollout_job(db, environment, "bfcl", ReferenceAgent(), group_size=2, step=0, concurrency=1)
     assert (summary.rollouts, summary.successes) == (2 * len(WEIGHTS), 2 * len(WEIGHTS))
     return db
 
@@ -168,7 +168,7 @@ def grpo(bfcl, store_db, warmed):
 
     environment, _ = bfcl
     report, tmp = warmed[2], warmed[3]
-    config = TRLGRPOConfig(model=str(report.checkpoint), output_dir=str(tmp / "grpo"), num_generations=K,
+    config = TRLGRPOConfig(model=str(report.checkpoint), output_dir=str(tmp / "grpo"), group_size=K,
                            groups_per_step=len(TASKS), learning_rate=1e-3, beta=0.0, temperature=0.9,
                            max_completion_length=1024, max_new_tokens=40, max_model_calls_per_turn=6,
                            policy_name="warm")
@@ -257,7 +257,7 @@ def test_sft_and_a_grpo_step_run_with_qwen3_thinking_off(bfcl, store_db, tmp_pat
     trained = tokenizer.decode([t for t, m in zip(tokens.completion_ids, tokens.mask) if m])
     assert "<think>" not in trained and trained.count("<|im_end|>") == len(answers)
     assert sft.train().steps == 1
-    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp_path / "grpo"), num_generations=2,
+    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp_path / "grpo"), group_size=2,
                            groups_per_step=1, beta=0.0, max_completion_length=64, max_new_tokens=8,
                            max_model_calls_per_turn=1, policy_name="off", chat_template_kwargs=off,
                            save_checkpoint=False)

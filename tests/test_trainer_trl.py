@@ -57,7 +57,7 @@ def trained(bfcl, tmp_path_factory):
     with Store(db) as store:
         store.add_records("tasks", tasks)
     config = TRLGRPOConfig(
-        model=str(policy), output_dir=str(tmp / "out"), num_generations=K, groups_per_step=2, learning_rate=1e-3,
+        model=str(policy), output_dir=str(tmp / "out"), group_size=K, groups_per_step=2, learning_rate=1e-3,
         beta=0.0, max_completion_length=512, max_new_tokens=16, max_model_calls_per_turn=2, policy_name="tiny",
     )
     trainer = TRAINERS.load("trl-grpo").from_store(db, config, environment, BatchSource(WEIGHTS, seed=0),
@@ -158,9 +158,9 @@ def test_sampler_follows_the_weights_keeps_groups_and_takes_new_weights():
 
 
 def test_batch_source_refuses_bad_weights():
-    with pytest.raises(ValueError, match="finite numbers >= 0"):
+    with pytest.raises(ValueError, match="task 'a' has weight -1.0; a weight is a finite number >= 0"):
         BatchSource({"a": -1.0})
-    with pytest.raises(ValueError, match="positive weight"):
+    with pytest.raises(ValueError, match="no task has a weight above 0"):
         BatchSource({"a": 0.0})
     source = BatchSource({"a": 1.0})
     source.refresh({"b": 2.0})
@@ -183,8 +183,8 @@ def test_from_store_refuses_weights_on_tasks_it_does_not_hold(bfcl, tmp_path):
 def test_config_explains_bad_settings():
     from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig
 
-    with pytest.raises(ValueError, match="num_generations must be >= 2"):
-        TRLGRPOConfig(model="m", output_dir="o", num_generations=1)
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        TRLGRPOConfig(model="m", output_dir="o", group_size=1)
     with pytest.raises(ValueError, match="through TRLGRPOConfig's own fields"):
         TRLGRPOConfig(model="m", output_dir="o", trl_args={"max_steps": 3})
     with pytest.raises(ValueError, match="max_model_calls_per_turn must be >= 1"):
@@ -233,7 +233,7 @@ def three_turn_step(tmp_path_factory):
     db = tmp / "store.duckdb"
     with Store(db) as store:
         store.add_records("tasks", [task])
-    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), num_generations=K, groups_per_step=1,
+    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), group_size=K, groups_per_step=1,
                            learning_rate=1e-2, beta=0.0, max_new_tokens=12, max_completion_length=400,
                            max_model_calls_per_turn=1, policy_name="tiny", save_checkpoint=False)
     trainer = TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),

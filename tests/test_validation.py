@@ -259,7 +259,7 @@ def test_agent_attempts_record_the_success_rate_and_reject_only_above_the_maximu
     replaying_server(scripted_server, bfcl, specs)
     agent = LiteLLMAgent("openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5,
                          retries=0)
-    report = validate_candidates(db, agent=agent, k=2, max_success_rate=None)
+    report = validate_candidates(db, agent=agent, attempts=2, max_success_rate=None)
     assert [(v.reason, v.success_rate) for v in report.verdicts] == [("accepted", 1.0), ("accepted", 1.0)]
     assert report.verdicts[0].checks[-1].detail == "2/2 rollouts succeeded"
     assert table(db, "SELECT success_rate FROM candidates") == [(1.0,), (1.0,)]
@@ -270,7 +270,7 @@ def test_agent_attempts_record_the_success_rate_and_reject_only_above_the_maximu
         specs = [json.loads(s) for (s,) in store.execute(
             "SELECT spec FROM candidates WHERE verdict = 'pending' ORDER BY created_at").fetchall()]
     replaying_server(scripted_server, bfcl, specs)
-    strict = validate_candidates(db, agent=agent, k=2, max_success_rate=0.5)
+    strict = validate_candidates(db, agent=agent, attempts=2, max_success_rate=0.5)
     assert {v.reason for v in strict.verdicts} <= {"agent_attempt", "novelty"} and strict.by_reason["agent_attempt"]
     assert "2/2 rollouts succeeded: 1.00 > max 0.5, too easy" in {v.checks[-1].detail for v in strict.verdicts}
 
@@ -285,7 +285,7 @@ def test_an_agent_that_only_faults_stops_validation_and_leaves_the_rest_pending(
     agent = LiteLLMAgent("openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5,
                          retries=0)
     with pytest.raises(AgentUnavailable, match="cut short by a fault"):
-        validate_candidates(db, agent=agent, k=2)
+        validate_candidates(db, agent=agent, attempts=2)
     assert table(db, "SELECT verdict, count(*) FROM candidates GROUP BY verdict") == [("pending", 3)]
 
 

@@ -15,7 +15,6 @@ weights to verl / OpenRLHF and ingests their rollouts) plugs in through ``TRAINE
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from abc import ABC, abstractmethod
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.settings import coerce, field_types
+from coevolve_engine.core.weights import check_weights
 from coevolve_engine.registry import PluginContext
 from coevolve_engine.core.sink import StoreSink, TrajectorySink, group_records  # the store side of the contract
 
@@ -43,14 +43,8 @@ class BatchSource:
 
     @staticmethod
     def _checked(weights: Mapping[str, float]) -> dict[str, float]:
-        bad = {task: w for task, w in weights.items()
-               if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0}
-        if bad:
-            shown = ", ".join(f"{task}={w!r}" for task, w in list(bad.items())[:5])
-            raise ValueError(f"task weights must be finite numbers >= 0; got {shown}")
-        if not weights or sum(weights.values()) <= 0:
-            raise ValueError("at least one task needs a positive weight, or the trainer has nothing to draw")
-        return {str(task): float(w) for task, w in weights.items()}
+        checked = check_weights(weights, what="task weights", error=ValueError)
+        return dict(zip((str(task) for task in weights), checked.tolist()))
 
     @classmethod
     def from_store(cls, db: str | os.PathLike[str], round: int | None = None, *, seed: int = 0,
@@ -88,6 +82,10 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
 
     names = {f.name for f in dataclasses.fields(config_class)}
     unknown = sorted(set(options) - names)
+    renamed = getattr(config_class, "RENAMED", {})
+    moved = [f"{old} is now {renamed[old]}" for old in unknown if old in renamed]
+    if moved:
+        raise CoevolveError(f"{what}: option {', '.join(moved)} (the old name is no longer read)")
     if unknown:
         raise CoevolveError(f"{what}: unknown option(s) {', '.join(unknown)}; its options: "
                             f"{', '.join(sorted(names - set(fixed) - set(reserved)))}")

@@ -96,7 +96,7 @@ def read_weights(data_source: Any, key: str = DEFAULT_WEIGHT_KEY) -> list[float]
 
 def rows_sampler(weights: Sequence[float], *, rows: int, seed: int) -> WeightedGroupSampler:
     """The engine's sampler drawing ``rows`` row indices per draw, with replacement, by ``weights``."""
-    return WeightedGroupSampler(weights, group_size=1, batch_tasks=rows, seed=seed, num_batches=1,
+    return WeightedGroupSampler(weights, group_size=1, groups_per_step=rows, seed=seed, num_batches=1,
                                 with_replacement=True)
 
 

@@ -2,7 +2,7 @@
 
     from coevolve_engine.adapters.agents import load_agent, run_rollouts
     agent = load_agent("hosted_vllm/Qwen/Qwen3-8B", {"api_base": "http://127.0.0.1:8000/v1", "temperature": 0.9})
-    rollouts = run_rollouts(env, tasks, agent, k=8, concurrency=4, step=0, on_rollout=sink)
+    rollouts = run_rollouts(env, tasks, agent, group_size=8, concurrency=4, step=0, on_rollout=sink)
 
 Nothing heavy is imported here: litellm, torch and transformers load when an agent first needs them.
 """

@@ -36,6 +36,11 @@ MAX_MODEL_CALLS_PER_TURN = 21
 #: No cap on the tool calls of a whole episode (0), as in BFCL's loop: two long_context ground truths make 35
 #: calls, so any cap below that would fail tasks that BFCL scores as solvable.
 MAX_STEPS = 0
+#: Tokens the policy may write per answer, in training and evaluation alike.
+MAX_NEW_TOKENS = 256
+#: Environment steps an explorer model takes through an environment before it writes a task (synthesis and
+#: bootstrap); its turn may have one model answer more than that, the answer that ends it.
+MAX_EXPLORE_STEPS = 12
 
 
 @dataclass(frozen=True)

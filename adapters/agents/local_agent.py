@@ -19,7 +19,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
+from .base import (MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits,
+                   ModelReply)
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.registry import PluginContext
@@ -51,7 +52,7 @@ class LocalAgent(Agent):
         *,
         temperature: float = 0.0,
         top_p: float = 1.0,
-        max_new_tokens: int = 256,
+        max_new_tokens: int = MAX_NEW_TOKENS,
         device: str | None = None,
         torch_dtype: str | None = None,
         seed: int | None = None,
@@ -154,7 +155,7 @@ class TokenPolicy:
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 256, max_episode_tokens: int | None = None,
+                 max_new_tokens: int = MAX_NEW_TOKENS, max_episode_tokens: int | None = None,
                  chat_template_kwargs: dict[str, Any] | None = None, device: str | None = None,
                  logprobs: bool = False, generate_kwargs: dict[str, Any] | None = None) -> None:
         from .chat_tokens import ChatTokens

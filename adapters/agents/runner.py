@@ -2,7 +2,7 @@
 
     def write(rollout):                       # called in the caller's thread, as each rollout finishes
         store.add_trajectory(rollout.to_record())
-    rollouts = run_rollouts(env, tasks, agent, k=8, concurrency=4, step=40, on_rollout=write)
+    rollouts = run_rollouts(env, tasks, agent, group_size=8, concurrency=4, step=40, on_rollout=write)
 
 Each rollout plays its own fresh episode (``env.start`` per rollout). Worker threads only play episodes;
 the callback runs in the calling thread, so it may use a database connection that is not thread-safe. A
@@ -56,14 +56,14 @@ def run_rollouts(
     tasks: Iterable[Mapping[str, Any]],
     agent: "Agent",
     *,
-    k: int = 1,
+    group_size: int = 1,
     concurrency: int = 1,
     step: int | None = None,
     on_rollout: Callable[[Rollout], None] | None = None,
     group_id_for: Callable[[str, int | None], str] = default_group_id,
     progress: bool = False,
 ) -> list[Rollout]:
-    """Play ``k`` rollouts of each task with at most ``concurrency`` at once.
+    """Play ``group_size`` rollouts of each task with at most ``concurrency`` at once.
 
     tasks: mappings with "task_id" and "spec" (what ``Environment.load_tasks`` yields, or store rows).
     agent: shared by all worker threads (its ``complete`` must be thread-safe; the built-ins are).
@@ -72,15 +72,15 @@ def run_rollouts(
     progress: show a tqdm bar.
     Returns the rollouts in task order, then sample order.
     """
-    if k < 1:
-        raise ValueError(f"k (rollouts per task) must be >= 1, got {k}")
+    if group_size < 1:
+        raise ValueError(f"group_size (rollouts per task) must be >= 1, got {group_size}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     jobs = []
     for index, task in enumerate(tasks):
         task_id, spec = _task_key(task, index)
         group_id = group_id_for(task_id, step)
-        jobs.extend((task_id, spec, group_id, sample) for sample in range(k))
+        jobs.extend((task_id, spec, group_id, sample) for sample in range(group_size))
     results: list[Rollout | None] = [None] * len(jobs)
     if getattr(agent, "batched", False):
         return _play_batched(env, agent, jobs, results, step, on_rollout, batch_size=max(concurrency, 1) * 16)

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.cli.options import SEED, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.cli.synthesis import kinds_option
+from coevolve_engine.synthesis.validation import NOVELTY_THRESHOLD
 
 
 @click.command(epilog="""\b
@@ -33,11 +35,12 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
               help="Give up after exploring this many worlds (default: 3 x N).")
 @click.option("--tasks-per-world", type=click.IntRange(min=1), default=1, show_default=True,
               help="Tasks to abstract from each exploration.")
-@click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
+@click.option("--max-explore-steps", type=click.IntRange(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
               help="Tool calls the explorer may make in one exploration.")
 @endpoint_options
 @click.option("--explorer-api-base", default=None, help="Base URL for --explorer-model (default: --api-base).")
-@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
+@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=NOVELTY_THRESHOLD,
+              show_default=True,
               help="Reject a task whose prompt has a cosine similarity at least this high to a stored training "
                    "task's or to one accepted before it. A task whose prompt is an eval task's is always rejected.")
 @click.option("--no-cache", is_flag=True, help="Ask the models again even for requests answered before.")

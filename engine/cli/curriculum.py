@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from coevolve_engine.cli.options import ROUND, db_option, signal_options, wait_option
+from coevolve_engine.cli.options import ROUND, db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, render_table, write_frame
 from coevolve_engine.store import Store
 
@@ -96,15 +96,15 @@ def weights(round_: int | None, strategy: str, pairs: tuple[str, ...], threshold
     click.echo(f"reason: {result.reason}")
     if top and heaviest.height:
         click.echo(render_table(heaviest))
-    click.echo(f"\nDraw a batch: coevolve-engine sample --round {result.round} --tasks 32 -k 8")
+    click.echo(f"\nDraw a batch: coevolve-engine sample --round {result.round} --groups-per-step 32 --group-size 8")
 
 
 @click.command(
     epilog="""\b
 Examples:
-  coevolve-engine sample --tasks 32 -k 8                       batch 0 of the latest round, as a table
-  coevolve-engine sample --round 1 --tasks 32 -k 8 --seed 7 --step 12 --format json
-  coevolve-engine sample --tasks 512 -k 8 --format csv --output batch.csv
+  coevolve-engine sample -b 32 -k 8                            batch 0 of the latest round, as a table
+  coevolve-engine sample --round 1 --groups-per-step 32 --group-size 8 --seed 7 --step 12 --format json
+  coevolve-engine sample -b 512 -k 8 --format csv --output batch.csv
 \b
 The same --round, --seed and --step give the same batch on any machine, so every process of a distributed
 trainer can call it (or build WeightedGroupSampler in Python) and agree. It is the sampler trl-grpo draws its
@@ -112,9 +112,10 @@ groups with: step S of a run is --step S.""",
 )
 @click.option("--round", "round_", type=ROUND, default=None,
               help="Draw from this round's weights. [default: the latest round with weights]")
-@click.option("--tasks", "-b", "batch_tasks", type=click.IntRange(min=1), default=32, show_default=True,
+@click.option("--groups-per-step", "-b", type=click.IntRange(min=1), default=32, show_default=True,
               help="Tasks (GRPO groups) per batch, each with probability weight / total; without replacement while "
                    "at least this many tasks have a positive weight (one group per task), with replacement otherwise.")
+@renamed("--tasks", "groups_per_step", type=click.IntRange(min=1))
 @click.option("--group-size", "-k", type=click.IntRange(min=1), default=8, show_default=True,
               help="Rows per task: each chosen task is repeated K times in a row (its GRPO group).")
 @click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
@@ -127,11 +128,11 @@ groups with: step S of a run is --step S.""",
 @force_option
 @db_option
 @wait_option
-def sample(round_: int | None, batch_tasks: int, group_size: int, seed: int, epoch: int, step: int, format_: str,
+def sample(round_: int | None, groups_per_step: int, group_size: int, seed: int, epoch: int, step: int, format_: str,
            output: Path | None, force: bool, db: Path, wait: float) -> None:
     """Draw a weighted batch of tasks, each repeated K times in a row (a GRPO group).
 
-    One row per rollout to generate: group (0 .. TASKS-1), task_id, the task's weight and its probability
+    One row per rollout to generate: group (0 .. GROUPS_PER_STEP-1), task_id, the task's weight and its probability
     weight / total. For trainers outside the engine (verl, OpenRLHF, your own loop). Draws with torch (the
     `local` extra), as trl-grpo does.
     """
@@ -143,13 +144,14 @@ def sample(round_: int | None, batch_tasks: int, group_size: int, seed: int, epo
     if epoch:
         raise click.UsageError("--epoch is gone: a run's draws are numbered by --step alone, counted from 0 across "
                                "rounds and epochs (step S of the run is --step S)")
-    if batch_tasks * group_size > MAX_BATCH_ROWS:
-        raise click.UsageError(f"--tasks {batch_tasks} times --group-size {group_size} is more than "
+    if groups_per_step * group_size > MAX_BATCH_ROWS:
+        raise click.UsageError(f"--groups-per-step {groups_per_step} times --group-size {group_size} is more than "
                                f"{MAX_BATCH_ROWS:,} rows, the most one batch may hold; draw several smaller "
                                "batches (--step 0, 1, ...)")
     with Store(db, read_only=True, wait=wait) as store:
         weight_set = load_weights(store, round_)
-    sampler = WeightedGroupSampler(weight_set.weights, group_size=group_size, batch_tasks=batch_tasks, seed=seed)
+    sampler = WeightedGroupSampler(weight_set.weights, group_size=group_size, groups_per_step=groups_per_step,
+                                   seed=seed)
     chosen = sampler.batch(step)
     frame = pl.DataFrame({
         "group": np.arange(len(chosen)) // group_size,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.core.signal_params import FORGETTING_FORMS, SIGNAL_DEFAULTS, signal_help
 from coevolve_engine.loop.config import MAX_ROUNDS
 from coevolve_engine.records import MAX_ROUND, MAX_STEP
 from coevolve_engine.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS
@@ -49,21 +50,20 @@ wait_option = click.option(
 
 
 def signal_options(command):
-    """The signal constants (docs/architecture.md, "The signals") as options: --threshold, --window/-w, --theta,
-    --min-n, --forgetting-form."""
+    """The signal constants as options: --threshold, --window/-w, --theta, --min-n, --forgetting-form (their
+    defaults and help are ``SignalParams``'s)."""
+    d = SIGNAL_DEFAULTS
     for option in reversed((
-        click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-                     help="A rollout succeeds when its reward is at least this (unless its record says otherwise)."),
-        click.option("--window", "-w", "w", type=click.IntRange(min=1), default=3, show_default=True,
-                     help="Forgetting: compare a task's score with its W most recent earlier scores."),
-        click.option("--theta", type=click.FloatRange(0, 100, min_open=True), default=5.0, show_default=True,
-                     help="Rare: a pattern whose share of all patterns so far is below THETA percent."),
-        click.option("--min-n", type=click.IntRange(min=0), default=50, show_default=True,
-                     help="Rare: only once at least this many trajectories have an action pattern."),
-        click.option("--forgetting-form", type=click.Choice(["group", "trajectory"]), default="group",
-                     show_default=True,
-                     help="Forgetting's form: group (a step's mean score against the W earlier scores) or trajectory "
-                          "(each failed rollout against them, as the paper states it)."),
+        click.option("--threshold", type=click.FloatRange(0, 1), default=d.threshold, show_default=True,
+                     help=signal_help("threshold")),
+        click.option("--window", "-w", "w", type=click.IntRange(min=1), default=d.w, show_default=True,
+                     help=signal_help("w")),
+        click.option("--theta", type=click.FloatRange(0, 100, min_open=True), default=d.theta, show_default=True,
+                     help=signal_help("theta")),
+        click.option("--min-n", type=click.IntRange(min=0), default=d.min_n, show_default=True,
+                     help=signal_help("min_n")),
+        click.option("--forgetting-form", type=click.Choice(FORGETTING_FORMS), default=d.forgetting_form,
+                     show_default=True, help=signal_help("forgetting_form")),
     )):
         command = option(command)
     return command

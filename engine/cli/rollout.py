@@ -64,7 +64,7 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
 @click.option("--model", required=True,
               help="A litellm model string (openai/..., hosted_vllm/..., any provider), a local model directory, "
                    "or 'reference' to play each task's reference solution (demonstrations for SFT warm-up).")
-@click.option("--group-size", "-k", "k", type=click.IntRange(1, MAX_GROUP_SIZE), default=8, show_default=True,
+@click.option("--group-size", "-k", "group_size", type=click.IntRange(1, MAX_GROUP_SIZE), default=8, show_default=True,
               help="Rollouts per task (a group).")
 @click.option("--step", type=STEP, required=True, help="The training step these rollouts belong to.")
 @click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
@@ -86,7 +86,7 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
 @long_job("rollout", can_create=True)
 @db_option
 @wait_option
-def rollout(env_name: str, category: str | None, model: str, k: int, step: int, n_tasks: int | None,
+def rollout(env_name: str, category: str | None, model: str, group_size: int, step: int, n_tasks: int | None,
             task_ids: tuple[str, ...], seed: int, concurrency: int, temperature: float, max_tokens: int,
             max_steps: int, max_model_calls_per_turn: int, chat_template_kwargs: dict | None, timeout: float,
             retries: int, api_base: str | None, api_key: str | None, policy: str | None, progress: bool, db: Path,
@@ -104,7 +104,7 @@ def rollout(env_name: str, category: str | None, model: str, k: int, step: int, 
                        timeout=timeout, retries=retries, max_steps=max_steps, policy=policy,
                        max_model_calls_per_turn=max_model_calls_per_turn, chat_template_kwargs=chat_template_kwargs)
     summary = run_rollout_job(
-        db, load_environment(env_name), env_name, agent, k=k, step=step, category=category,
+        db, load_environment(env_name), env_name, agent, group_size=group_size, step=step, category=category,
         task_ids=list(task_ids), n_tasks=n_tasks, seed=seed, concurrency=concurrency, progress=progress, wait=wait,
     )
     if summary.skipped_tasks:

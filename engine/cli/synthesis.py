@@ -8,12 +8,14 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.adapters.agents.base import MAX_STEPS
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_STEPS
 from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
 from coevolve_engine.store import Store
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
+from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
 
 
 def round_option(help: str):
@@ -67,7 +69,7 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--explorer-api-base", default=None, help="llm: base URL for --explorer-model (default: --api-base).")
 @click.option("--tasks-per-pattern", type=click.IntRange(min=1), default=2, show_default=True,
               help="llm: tasks to abstract from each pattern's exploration (llm-unguided: from each world's).")
-@click.option("--max-explore-steps", type=click.IntRange(min=1), default=12, show_default=True,
+@click.option("--max-explore-steps", type=click.IntRange(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
               help="llm: tool calls the explorer may make in one exploration.")
 @click.option("--no-cache", is_flag=True, help="llm: ask the models again even for requests answered before.")
 @click.option("--max-candidates", type=click.IntRange(1, MAX_CANDIDATES), default=20, show_default=True,
@@ -131,18 +133,19 @@ Examples:
   coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 \\
       --attempts 4""")
 @round_option("Only the candidates of this round (default: every pending candidate).")
-@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.95, show_default=True,
+@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=NOVELTY_THRESHOLD,
+              show_default=True,
               help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored training "
                    "task's.")
-@click.option("--contamination-threshold", type=click.FloatRange(0, 1, min_open=True), default=0.8,
-              show_default=True,
+@click.option("--contamination-threshold", type=click.FloatRange(0, 1, min_open=True),
+              default=CONTAMINATION_THRESHOLD, show_default=True,
               help="Refuse (reason 'contaminated') a candidate whose task words have a Jaccard similarity at least "
                    "this high to an eval task's.")
 @click.option("--agent-model", default=None,
               help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
                    "directory) and record its success rate.")
 @endpoint_options
-@click.option("--attempts", type=click.IntRange(1, MAX_GROUP_SIZE), default=4, show_default=True,
+@click.option("--attempts", type=click.IntRange(1, MAX_GROUP_SIZE), default=ATTEMPTS, show_default=True,
               help="Agent rollouts per candidate.")
 @renamed("-k", "attempts", type=click.IntRange(1, MAX_GROUP_SIZE))
 @click.option("--max-success-rate", type=click.FloatRange(0, 1), default=None,
@@ -190,7 +193,7 @@ def validate(round_: int | None, novelty_threshold: float, contamination_thresho
     with click.progressbar(length=pending, label="validating", file=sys.stderr,
                            hidden=not progress) as bar:
         report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold,
-                                     contamination_threshold=contamination_threshold, agent=agent, k=attempts,
+                                     contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
                                      max_success_rate=max_success_rate, judge=judge, wait=wait,
                                      on_verdict=lambda verdict: bar.update(1))
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.by_reason.items()))

@@ -3,12 +3,12 @@
 
 The rules:
 
-- Draw ``n`` (a run's step ``n``, counted from 0 across rounds) picks ``batch_tasks`` task indices with
+- Draw ``n`` (a run's step ``n``, counted from 0 across rounds) picks ``groups_per_step`` task indices with
   ``torch.multinomial`` over the weights, from a generator seeded with ``draw_seed(seed, n)``. A draw is thus a
   pure function of the weights, the seed and its number: every process draws the same batch, and draw ``n`` is
   the same whichever train() call, round or resumed process makes it.
 - A task is drawn with probability proportional to its weight; a task with weight 0 is never drawn. Within a
-  draw, tasks are drawn without replacement while at least ``batch_tasks`` tasks have a positive weight, so a
+  draw, tasks are drawn without replacement while at least ``groups_per_step`` tasks have a positive weight, so a
   task has at most one group per step; with replacement otherwise. ``with_replacement=True`` draws with
   replacement always: a draw of more rows than there are tasks, as verl's weighted dataset makes once per epoch,
   each row ``i`` with probability ``w_i / sum(w)``.
@@ -31,9 +31,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
+from coevolve_engine.core.weights import check_weights
 from coevolve_engine.errors import CurriculumError
 
-#: the most indices one batch may hold (batch_tasks * group_size): a batch is drawn and held in memory at once
+#: the most indices one batch may hold (groups_per_step * group_size): a batch is drawn and held in memory at once
 MAX_BATCH_ROWS = 10_000_000
 #: seeds and draw numbers are below this: torch's CPU generator (a Mersenne twister) keeps only the low 32 bits
 #: of the number it is seeded with, so a draw's seed is folded into 32 bits
@@ -60,18 +61,18 @@ class WeightedGroupSampler:
     """Indices into the weights (a WeightSet's task_ids, or a dataset's rows in the same order), drawn by the
     rules of the module doc.
 
-    ``iter(sampler)`` yields ``num_batches`` batches from the next draw on, flattened: batch_tasks * group_size
+    ``iter(sampler)`` yields ``num_batches`` batches from the next draw on, flattened: groups_per_step * group_size
     * repeat_count indices per batch, each task's K copies next to each other.
     """
 
     def __init__(self, weights: Weights | Callable[[], Mapping[str, float]], *, task_ids: Sequence[str] | None = None,
-                 group_size: int = 8, batch_tasks: int = 32, seed: int = 0, start_step: int = 0,
+                 group_size: int = 8, groups_per_step: int = 32, seed: int = 0, start_step: int = 0,
                  num_batches: int | None = None, repeat_count: int = 1, with_replacement: bool = False) -> None:
-        for name, value in (("group_size", group_size), ("batch_tasks", batch_tasks), ("repeat_count", repeat_count)):
+        for name, value in (("group_size", group_size), ("groups_per_step", groups_per_step), ("repeat_count", repeat_count)):
             if value < 1:
                 raise SamplerError(f"{name} must be at least 1, got {value}")
-        if batch_tasks * group_size > MAX_BATCH_ROWS:
-            raise SamplerError(f"a batch of batch_tasks * group_size = {batch_tasks} * {group_size} indices is "
+        if groups_per_step * group_size > MAX_BATCH_ROWS:
+            raise SamplerError(f"a batch of groups_per_step * group_size = {groups_per_step} * {group_size} indices is "
                                f"more than {MAX_BATCH_ROWS:,}; draw several smaller batches (successive steps)")
         if not (0 <= seed < SEED_LIMIT and 0 <= start_step < SEED_LIMIT):
             raise SamplerError(f"seed and start_step must be >= 0 and below 2**32 (they seed the draws), got seed "
@@ -85,7 +86,7 @@ class WeightedGroupSampler:
             task_ids = sorted(str(task) for task in weights)
         #: the task id of each index (None when the weights came as a plain sequence)
         self.task_ids: list[str] | None = None if task_ids is None else [str(task) for task in task_ids]
-        self.group_size, self.batch_tasks, self.repeat_count = group_size, batch_tasks, repeat_count
+        self.group_size, self.groups_per_step, self.repeat_count = group_size, groups_per_step, repeat_count
         self.seed, self.next_step, self.num_batches = seed, start_step, num_batches
         self.with_replacement = with_replacement
         self.fixed = None if self.read is not None else self._vector(weights)
@@ -104,24 +105,18 @@ class WeightedGroupSampler:
                 raise SamplerError(f"weights name tasks the sampler's tasks (the trainer's dataset) do not hold: "
                                    f"{', '.join(unknown[:5])}; rebuild the sampler on them")
             weights = [by_id.get(task, 0.0) for task in self.task_ids]
-        w = np.array(weights, dtype=np.float64)
-        if w.ndim != 1 or w.size == 0:
-            raise SamplerError(f"weights must be a non-empty list of numbers, got shape {w.shape}")
-        if self.task_ids is not None and w.size != len(self.task_ids):
-            raise SamplerError(f"{w.size} weights for {len(self.task_ids)} task ids")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise SamplerError("weights must be finite and >= 0; recompute them with `coevolve-engine weights`")
-        if not w.sum() > 0:
-            raise SamplerError("every weight is 0, so no task can be drawn; recompute the weights with another "
-                               "strategy (e.g. --strategy uniform)")
-        return w
+            weights = dict(zip(self.task_ids, weights))  # so the one check names the task
+        elif self.task_ids is not None and len(weights) != len(self.task_ids):
+            raise SamplerError(f"{len(weights)} weights for {len(self.task_ids)} task ids")
+        return check_weights(weights, what="sampler", error=SamplerError,
+                             hint="; recompute them with `coevolve-engine weights` (e.g. --strategy uniform)")
 
     def weights(self) -> np.ndarray:
         """The weights the next draw uses, one per index."""
         return self.fixed if self.fixed is not None else self._vector(self.read())
 
     def tasks(self, step: int) -> np.ndarray:
-        """The batch_tasks task indices of draw ``step`` (one per group)."""
+        """The groups_per_step task indices of draw ``step`` (one per group)."""
         try:
             import torch
         except ImportError as error:
@@ -133,9 +128,9 @@ class WeightedGroupSampler:
             weights, positive = torch.tensor(w, dtype=torch.float64), int((w > 0).sum())
             if self.fixed is not None:
                 self._drawn_from = weights, positive
-        replacement = self.with_replacement or positive < self.batch_tasks
+        replacement = self.with_replacement or positive < self.groups_per_step
         generator = torch.Generator().manual_seed(draw_seed(self.seed, step))
-        return torch.multinomial(weights, self.batch_tasks, replacement=replacement, generator=generator).numpy()
+        return torch.multinomial(weights, self.groups_per_step, replacement=replacement, generator=generator).numpy()
 
     def batch(self, step: int) -> np.ndarray:
         """Draw ``step`` as it is yielded: every chosen task index repeated group_size times in a row, the whole
@@ -160,7 +155,7 @@ class WeightedGroupSampler:
     def __len__(self) -> int:
         if self.num_batches is None:
             raise TypeError("an endless WeightedGroupSampler has no length; pass num_batches")
-        return self.num_batches * self.batch_tasks * self.group_size * self.repeat_count
+        return self.num_batches * self.groups_per_step * self.group_size * self.repeat_count
 
     def state_dict(self) -> dict[str, Any]:
         """What a resumed sampler needs to continue the run: the seed and the number of the next draw."""

@@ -7,7 +7,9 @@ source needs nothing above the store.
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -39,6 +41,38 @@ class WeightSet:
     @property
     def probabilities(self) -> np.ndarray:
         return self.weights / self.weights.sum()
+
+
+def check_weights(weights: Mapping[str, Any] | Sequence[Any] | np.ndarray, *, what: str = "weights",
+                  hint: str = "", error: type[Exception] = CurriculumError) -> np.ndarray:
+    """The one check of task weights, wherever they come from: each is a finite number >= 0 and at least one
+    is above 0 (a task is drawn with probability ``weight / sum(weights)``). Returns them as float64, in the
+    order given (a mapping's values in its order); else raises ``error`` naming the first bad task (a
+    sequence's index) with ``what`` in front and ``hint`` (what to do about it) after."""
+    if isinstance(weights, Mapping):
+        names, values = [str(task) for task in weights], list(weights.values())
+    else:
+        names, values = None, weights
+    if not isinstance(values, np.ndarray) or values.dtype.kind not in "fiu":  # a user's values: each a number
+        for index, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise error(f"{what}: {_entry(names, index)} has weight {value!r}; a weight is a finite number "
+                            f">= 0{hint}")
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise error(f"{what}: weights must be a flat list of numbers, got shape {array.shape}{hint}")
+    bad = ~np.isfinite(array) | (array < 0)
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise error(f"{what}: {_entry(names, index)} has weight {float(array[index])!r}; a weight is a finite number "
+                    f">= 0{hint}")
+    if not array.size or array.sum() <= 0:
+        raise error(f"{what}: no task has a weight above 0, so there is nothing to draw{hint}")
+    return array
+
+
+def _entry(names: list[str] | None, index: int) -> str:
+    return f"task {names[index]!r}" if names is not None else f"entry {index}"
 
 
 def latest_round(store: Store) -> int | None:

@@ -5,7 +5,7 @@
 
     compute_weights(store, round=1, strategy="coevolve")            # writes task_weights + weight_sets
     weights = load_weights(store, round=1)                           # numpy arrays, sorted by task id
-    sampler = WeightedGroupSampler(weights.weights, group_size=8, batch_tasks=32, seed=0)
+    sampler = WeightedGroupSampler(weights.weights, group_size=8, groups_per_step=32, seed=0)
     task_ids = weights.task_ids[sampler.batch(step=0)]               # 256 ids, each task 8 times in a row
 """
 

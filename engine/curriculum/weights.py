@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from coevolve_engine.core.weights import WeightSet, latest_round, load_weights  # the read side, shared with trainers
+from coevolve_engine.core.weights import (  # the read side, shared with trainers
+    WeightSet, check_weights, latest_round, load_weights)
 from coevolve_engine.curriculum.strategy import CurriculumError, CurriculumStrategy, load_strategy
 from coevolve_engine.signals import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
@@ -70,15 +71,8 @@ def _checked(result_weights: pl.DataFrame, facts: pl.DataFrame, name: str) -> pl
     if result_weights.height != facts.height or not result_weights["task_id"].equals(facts["task_id"]):
         raise CurriculumError(f"strategy {name!r} must return one row per task in the order it got them "
                               f"({facts.height} tasks, got {result_weights.height} rows)")
-    weights = result_weights["weight"].cast(pl.Float64).to_numpy()
-    bad = ~np.isfinite(weights) | (weights < 0)
-    if bad.any():
-        first = result_weights["task_id"][int(np.argmax(bad))]
-        raise CurriculumError(f"strategy {name!r} gave task {first!r} the weight {weights[bad][0]}; weights must "
-                              "be finite and >= 0")
-    if weights.sum() <= 0:
-        raise CurriculumError(f"strategy {name!r} gave every task weight 0, so nothing could be sampled; "
-                              "change its settings or use another strategy")
+    check_weights(dict(zip(result_weights["task_id"].to_list(), result_weights["weight"].cast(pl.Float64).to_numpy())),
+                  what=f"strategy {name!r}", hint="; change its settings or use another strategy")
     return result_weights.with_columns(pl.col("weight").cast(pl.Float64))
 
 

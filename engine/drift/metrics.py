@@ -26,7 +26,7 @@ import polars as pl
 from coevolve_engine.curriculum.weights import CHANGES_SQL
 from coevolve_engine.embeddings import DEFAULT_MODEL, Embedder, VectorCache, text_hash
 from coevolve_engine.errors import CoevolveError
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.store import Store
 
 _NEW_WEIGHTS = "FROM new_weights)"
@@ -92,16 +92,16 @@ _PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n", "forgetting_form"
 
 @dataclass(frozen=True)
 class DriftParams:
-    """How the drift metrics are computed."""
+    """How the drift metrics are computed: the signal constants (``SignalParams``'s fields) and drift's own."""
 
-    threshold: float = 0.5  # a rollout succeeds when reward >= threshold
-    w: int = 3  # forgetting window
-    theta: float = 5.0  # rare: share of a pattern below theta percent
-    min_n: int = 50  # rare: only once at least min_n trajectories have a pattern
+    threshold: float = signal_setting("threshold")
+    w: int = signal_setting("w")
+    theta: float = signal_setting("theta")
+    min_n: int = signal_setting("min_n")
     k: int = 5  # SR@k: neighbours of each task's prompt
     diversity: bool = True  # compute SR@k and ED_rel (embeds prompts that have no cached vector)
     embedding_model: str = DEFAULT_MODEL  # the model name vectors are cached under
-    forgetting_form: str = "group"  # forgetting's form: group or trajectory (SignalParams.forgetting)
+    forgetting_form: str = signal_setting("forgetting_form")
     window: int | None = None  # steps per window to analyse over (0: rounds; None: chosen, see choose_window)
 
     def __post_init__(self) -> None:
@@ -116,8 +116,7 @@ class DriftParams:
         return replace(self, window=report.window or 0)
 
     def signal_params(self) -> SignalParams:
-        return SignalParams(threshold=self.threshold, w=self.w, theta=self.theta, min_n=self.min_n,
-                            forgetting_form=self.forgetting_form)
+        return SignalParams.of(self)
 
     def bind(self, metric: str) -> dict:
         values = {"threshold": self.threshold, "w": self.w, "theta": self.theta, "min_n": self.min_n,

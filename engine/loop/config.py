@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
+from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS
 from coevolve_engine.core.settings import setting
+from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
+from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
 
 
 class ConfigError(CoevolveError):
@@ -80,13 +83,13 @@ class TrainerConfig:
 
 @dataclass
 class SignalsConfig:
-    threshold: float = setting(0.5, "A rollout succeeds when its reward is at least this.")
-    w: int = setting(3, "Forgetting: compare a task's score with its W most recent earlier scores.")
-    forgetting_form: str = setting("group", "Forgetting's form: group (a step's mean score against the W earlier "
-                                       "scores; all of the step's rollouts flagged) or trajectory (each failed "
-                                       "rollout against them, as the paper states it).")
-    theta: float = setting(5.0, "Rare: an action pattern whose share of all patterns so far is below THETA percent.")
-    min_n: int = setting(50, "Rare: only once at least this many trajectories have an action pattern.")
+    """The signal constants (their defaults and help are ``SignalParams``'s) and the signals patterns use."""
+
+    threshold: float = signal_setting("threshold")
+    w: int = signal_setting("w")
+    forgetting_form: str = signal_setting("forgetting_form")
+    theta: float = signal_setting("theta")
+    min_n: int = signal_setting("min_n")
     use: list = setting(list(SIGNAL_NAMES), "The signals whose flagged trajectories are clustered into failure "
                                             "patterns (so guide synthesis); every signal is still computed and "
                                             "counted. Drop one for the paper's 'without X' ablations.")
@@ -123,13 +126,14 @@ class ValidationConfig:
                                   "(contamination_threshold); ground truth, novelty, agent attempt and judge are "
                                   "skipped, so the other settings below are unused. The agent and the judge are "
                                   "[models]'s.")
-    novelty_threshold: float = setting(0.95, "Reject a candidate whose prompt has a cosine similarity at least "
-                                             "this high to a stored task's.")
-    contamination_threshold: float = setting(0.8, "Refuse a candidate (reason 'contaminated') whose task words (masked "
-                                                  "words and keyed literals of every user turn) have a Jaccard "
-                                                  "similarity at least this high to a held-out task's; see the "
-                                                  "contamination view.")
-    k: int = setting(4, "Agent rollouts per candidate.")
+    novelty_threshold: float = setting(NOVELTY_THRESHOLD, "Reject a candidate whose prompt has a cosine similarity "
+                                                          "at least this high to a stored task's.")
+    contamination_threshold: float = setting(CONTAMINATION_THRESHOLD,
+                                             "Refuse a candidate (reason 'contaminated') whose task words (masked "
+                                             "words and keyed literals of every user turn) have a Jaccard "
+                                             "similarity at least this high to a held-out task's; see the "
+                                             "contamination view.")
+    attempts: int = setting(ATTEMPTS, "Agent rollouts per candidate, with models.agent (validate's --attempts).")
     max_success_rate: float = setting(1.0, "Reject a candidate the agent solves more often than this (1.0: "
                                            "reject none on it).")
 
@@ -153,7 +157,7 @@ class EpisodeConfig:
                                             "Model answers per user turn; a turn the policy has not ended (with an "
                                             "answer that calls no tool) by then fails the task (BFCL's inference: "
                                             "21, its 'count > 20').")
-    max_new_tokens: int = setting(256, "Tokens the policy may write per answer (training and evaluation).")
+    max_new_tokens: int = setting(MAX_NEW_TOKENS, "Tokens the policy may write per answer (training and evaluation).")
     chat_template_kwargs: dict = setting({}, "Extra chat template variables for the trainer, the eval phase and "
                                              "local agents, e.g. {enable_thinking = false} for Qwen3.")
 
@@ -268,13 +272,13 @@ class RunConfig:
                     "trainer.steps_per_write": self.trainer.steps_per_write,
                     "patterns.max_trajectories": self.patterns.max_trajectories,
                     "patterns.max_k": self.patterns.max_k, "synthesis.max_candidates": self.synthesis.max_candidates,
-                    "validation.k": self.validation.k}
+                    "validation.attempts": self.validation.attempts}
         for key, value in positive.items():
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
         for key, value, most in (("rounds", self.rounds, MAX_ROUNDS),
                                  ("synthesis.max_candidates", self.synthesis.max_candidates, MAX_CANDIDATES),
-                                 ("validation.k", self.validation.k, MAX_GROUP_SIZE)):
+                                 ("validation.attempts", self.validation.attempts, MAX_GROUP_SIZE)):
             if value > most:
                 raise ConfigError(f"{key} must be at most {most:,}, got {value:,}")
         for key, value in {"warmup.steps": self.warmup.steps, "eval.every": self.eval.every,
@@ -331,12 +335,8 @@ class RunConfig:
         used = tuple(name for name in SIGNAL_NAMES if name in self.signals.use)
         return None if used == SIGNAL_NAMES else used
 
-    def signal_params(self):
-        from coevolve_engine.signals import SignalParams
-
-        s = self.signals
-        return SignalParams(threshold=s.threshold, w=s.w, theta=s.theta, min_n=s.min_n,
-                            forgetting_form=s.forgetting_form)
+    def signal_params(self) -> SignalParams:
+        return SignalParams.of(self.signals)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

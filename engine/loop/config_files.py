@@ -25,9 +25,14 @@ from typing import Any, Iterator, Mapping
 from coevolve_engine.core.settings import coerce, field_types, is_section
 from coevolve_engine.loop.config import ConfigError, RunConfig
 
-#: settings that moved to [models]: old dotted key -> the keys that now hold its value, and whether it is the
-#: more specific of two old keys that set one new key (an explorer's own server over the shared one)
+#: where a configuration read back from the store is named: its old keys are translated without a word
+STORED = "stored configuration"
+
+#: settings renamed or moved (to [models]): old dotted key -> the keys that now hold its value, and whether it is
+#: the more specific of two old keys that set one new key (an explorer's own server over the shared one)
 RENAMED: dict[str, tuple[tuple[str, ...], bool]] = {
+    "validation.k": (("validation.attempts",), True),
+    "trainer.options.num_generations": (("trainer.options.group_size",), True),
     "bootstrap.explorer_model": (("models.explorer.model",), True),
     "bootstrap.model": (("models.abstraction.model",), True),
     "bootstrap.api_base": (("models.explorer.api_base", "models.abstraction.api_base"), False),
@@ -90,10 +95,13 @@ def upgrade(data: dict[str, Any], where: str, synthesizer: str, *, warn: bool = 
         present, value = _pop(data, old)
         if not present:
             continue
+        for new in new_keys:
+            if _pop(json_copy(data), new)[0]:
+                raise ConfigError(f"{where}: {old} is the old name of {new}: give one of them")
         if warn:
-            warnings.warn(DeprecatedSetting(f"{where}: {old} is now {' and '.join(new_keys)} (every model the run "
-                                            "calls is in [models]); the old key goes in the next release"),
-                          stacklevel=2)
+            why = " (every model the run calls is in [models])" if new_keys[0].startswith("models.") else ""
+            warnings.warn(DeprecatedSetting(f"{where}: {old} is now {' and '.join(new_keys)}{why}; the old key goes "
+                                            "in the next release"), stacklevel=2)
         for new in new_keys:
             found.setdefault(new, []).append((specific, value, old))
     for new, given in found.items():
@@ -291,8 +299,8 @@ def _override_of(message: str, overrides: list[str] | tuple[str, ...]) -> str | 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     """A config as stored with a round (``RunConfig.to_dict``); one stored before [models] is read in its terms."""
-    data = upgrade(json_copy(data), "stored configuration", _synthesizer(data), warn=False)
-    return _build(RunConfig, data, "stored configuration")
+    data = upgrade(json_copy(data), STORED, _synthesizer(data), warn=False)
+    return _build(RunConfig, data, STORED)
 
 
 def json_copy(data: Mapping[str, Any]) -> dict[str, Any]:

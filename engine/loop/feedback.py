@@ -182,7 +182,7 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         judge = LLMJudge(LLMClient(run.db, endpoint.pop("model"), **endpoint, wait=run.wait), run.db)
     validate_candidates(run.db, round=round_, env=run.environment, novelty_threshold=v.novelty_threshold,
                         contamination_threshold=v.contamination_threshold,
-                        agent=agent, k=v.k, max_success_rate=v.max_success_rate if agent else None,
+                        agent=agent, attempts=v.attempts, max_success_rate=v.max_success_rate if agent else None,
                         judge=judge, wait=run.wait, on_verdict=on_verdict,
                         embedder=run.embedder)  # the model the patterns phase loaded, if it ran
     return _verdicts(run, round_)

@@ -12,22 +12,22 @@ import json
 import os
 import shlex
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from coevolve_engine.loop.context import RunError
-from coevolve_engine.loop.summary import to_json
-from coevolve_engine.loop.train_round import result_path
+from coevolve_engine.loop.train_round import TrainSpec, result_path
 from coevolve_engine.progress import detail
 
 
-def launch(spec: dict[str, Any], launcher: str, echo: Callable[[str], None]) -> dict[str, Any] | None:
+def launch(spec: TrainSpec, launcher: str, echo: Callable[[str], None]) -> dict[str, Any] | None:
     """Run the round's training under ``launcher``, echoing its lines; the result, or None when no process
     saved a checkpoint."""
-    folder = Path(spec["output_dir"])
+    folder = Path(spec.output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     spec_path = folder / "round-spec.json"
-    spec_path.write_text(to_json({**spec, "run_pid": os.getpid()}), encoding="utf-8")
+    spec_path.write_text(replace(spec, run_pid=os.getpid()).to_json(), encoding="utf-8")
     result_path(spec_path).unlink(missing_ok=True)
     command = [*shlex.split(launcher), "-m", "coevolve_engine.loop.train_round", str(spec_path)]
     try:

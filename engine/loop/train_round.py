@@ -13,35 +13,91 @@ stays one process: it waits for the launched command and goes on with the round'
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve_engine.errors import CoevolveError
 
-def train_round(spec: dict[str, Any], echo: Callable[[str], None] = print) -> dict[str, Any] | None:
+
+class SpecError(CoevolveError):
+    """A round spec file that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """What one round's training is given. The run's train phase builds it from its configuration (every
+    value is decided there: no field has a default of its own), and a launched training reads it back from the
+    JSON file the run wrote (``to_json`` / ``from_json``), so every field is a JSON value."""
+
+    db: str  # the store, an absolute path
+    wait: float  # seconds a store open waits for another process's write
+    env: str
+    env_options: dict[str, Any]
+    round: int  # the round whose weights the batches are drawn from
+    trainer: str  # a name in the trainer registry
+    model: str  # the policy the round starts from
+    resume_from: str  # a checkpoint whose optimization the round continues; empty: a fresh one
+    reference_model: str  # the KL reference
+    options: dict[str, Any]  # the trainer's own options, with the run's [episode] settings it declares
+    output_dir: str  # where the round's checkpoint is written
+    seed: int
+    start_step: int  # the step before the round's first
+    steps: int
+    policy_name: str
+    steps_per_write: int
+    label: str  # names the rollouts' writes in the ingests table
+    echo_label: str  # the phase's label on the run's screen
+    run_pid: int | None = None  # set for a launched training: the run's process, which it stops without
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "round spec") -> "TrainSpec":
+        """The spec a run wrote; a file from another version (a field missing or unknown) is refused by name."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{where}: not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise SpecError(f"{where}: a round spec is a JSON object, got {type(data).__name__}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        missing = sorted(name for name, f in fields.items()
+                         if name not in data and f.default is dataclasses.MISSING)
+        if unknown or missing:
+            said = [f"unknown field(s) {', '.join(unknown)}"] if unknown else []
+            said += [f"missing field(s) {', '.join(missing)}"] if missing else []
+            raise SpecError(f"{where}: {'; '.join(said)} (written by another version of coevolve-engine? rerun "
+                            "`coevolve-engine run` to write it again)")
+        return cls(**data)
+
+
+def train_round(spec: TrainSpec, echo: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Train one round as ``spec`` says; the result (checkpoint, groups, rollouts, ...) on the process that
     saved the checkpoint, None on the others."""
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.core.sink import StoreSink
     from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
 
-    db = Path(spec["db"])
-    environment = load_environment(spec["env"], **spec["env_options"])
-    source = BatchSource.from_store(db, spec["round"], seed=spec["seed"], wait=spec["wait"])
-    sink = ProgressSink(StoreSink(db, wait=spec["wait"], label=spec["label"],
-                                  steps_per_write=spec.get("steps_per_write", 1)),
-                        echo, spec["echo_label"], spec["start_step"] + 1, spec["steps"])
-    context = TrainContext(store_path=db, env=spec["env"], environment=environment, seed=spec["seed"],
-                           wait=spec["wait"], source=source, sink=sink, model=spec["model"],
-                           output_dir=spec["output_dir"], start_step=spec["start_step"],
-                           policy_name=spec["policy_name"], resume_from=spec.get("resume_from", ""),
-                           reference_model=spec.get("reference_model", ""))
-    trainer = TRAINERS.build(spec["trainer"], spec["options"], context)
-    report = trainer.train(spec["steps"])
+    db = Path(spec.db)
+    environment = load_environment(spec.env, **spec.env_options)
+    source = BatchSource.from_store(db, spec.round, seed=spec.seed, wait=spec.wait)
+    sink = ProgressSink(StoreSink(db, wait=spec.wait, label=spec.label, steps_per_write=spec.steps_per_write),
+                        echo, spec.echo_label, spec.start_step + 1, spec.steps)
+    context = TrainContext(store_path=db, env=spec.env, environment=environment, seed=spec.seed, wait=spec.wait,
+                           source=source, sink=sink, model=spec.model, output_dir=spec.output_dir,
+                           start_step=spec.start_step, policy_name=spec.policy_name, resume_from=spec.resume_from,
+                           reference_model=spec.reference_model)
+    trainer = TRAINERS.build(spec.trainer, spec.options, context)
+    report = trainer.train(spec.steps)
     sink.flush()  # steps a trainer left with the sink (trainer.steps_per_write > 1) are in the store before the result
     if report.checkpoint is None:
         return None
@@ -148,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     spec_path = Path(args[0])
-    spec = json.loads(spec_path.read_text(encoding="utf-8"))
-    if spec.get("run_pid"):
-        _exit_with(int(spec["run_pid"]))
+    spec = TrainSpec.from_json(spec_path.read_text(encoding="utf-8"), str(spec_path))
+    if spec.run_pid:
+        _exit_with(spec.run_pid)
     quiet_libraries()
     result = train_round(spec, echo=lambda line: print(line, flush=True))
     if result is not None:

@@ -93,7 +93,7 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     With trainer.optimization = "run", the trainer continues the optimization saved in the previous round's
     checkpoint (optimizer, schedule, step, sampling state) against the run's starting policy as KL reference."""
     from coevolve_engine.loop.launch import launch
-    from coevolve_engine.loop.train_round import train_round
+    from coevolve_engine.loop.train_round import TrainSpec, train_round
 
     c = run.config
     policy, first, removed = _start_round(run, round_)
@@ -103,18 +103,18 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     one = c.trainer.optimization == "run"  # one optimization: round R continues round R - 1's (checkpoint state)
     with run.store(read_only=True) as store:
         reference = round_row(store, 0).get("policy") if one else policy  # the run's starting policy
-    spec = {
-        "db": str(run.db.resolve()), "wait": run.wait, "env": c.env, "env_options": c.env_options,
-        "round": round_, "trainer": c.trainer.name, "model": policy,
-        "resume_from": policy if one and round_ > 0 else "", "reference_model": reference or policy,
-        "options": episode_options(c.trainer.name, c.episode, c.trainer.options),
-        "output_dir": str(checkpoint_folder(c.trainer.output_dir, run.db).resolve() / f"round-{round_}"),
-        "seed": c.seed if one else c.seed + round_,  # one optimization: one seed, its draws numbered by step
-        "start_step": first - 1, "steps": steps, "policy_name": c.trainer.policy_name,
-        "steps_per_write": c.trainer.steps_per_write,
-        "label": train_label(round_),  # names the rollouts' writes in the ingests table
-        "echo_label": label,
-    }
+    spec = TrainSpec(
+        db=str(run.db.resolve()), wait=run.wait, env=c.env, env_options=c.env_options,
+        round=round_, trainer=c.trainer.name, model=policy,
+        resume_from=policy if one and round_ > 0 else "", reference_model=reference or policy,
+        options=episode_options(c.trainer.name, c.episode, c.trainer.options),
+        output_dir=str(checkpoint_folder(c.trainer.output_dir, run.db).resolve() / f"round-{round_}"),
+        seed=c.seed if one else c.seed + round_,  # one optimization: one seed, its draws numbered by step
+        start_step=first - 1, steps=steps, policy_name=c.trainer.policy_name,
+        steps_per_write=c.trainer.steps_per_write,
+        label=train_label(round_),  # names the rollouts' writes in the ingests table
+        echo_label=label,
+    )
     how = f" under `{c.trainer.launcher}`" if c.trainer.launcher else ""
     run.detail(label, f"{c.trainer.name}{how}: steps {first}..{first + steps - 1} from {policy}")
     result = launch(spec, c.trainer.launcher, run.echo) if c.trainer.launcher else train_round(spec, run.echo)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.prompts import load_prompt
 from coevolve_engine.registry import PluginContext
@@ -55,6 +56,7 @@ from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer, check_kinds
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents import Agent
@@ -100,7 +102,7 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
     def __init__(self, *, store_path: str | Path, model: str, env: str | None = None,
                  explorer_model: str | None = None, api_base: str | None = None, api_key: str | None = None,
                  explorer_api_base: str | None = None, explorer_api_key: str | None = None,
-                 tasks_per_world: int = 1, max_explore_steps: int = 12,
+                 tasks_per_world: int = 1, max_explore_steps: int = MAX_EXPLORE_STEPS,
                  min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
                  cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
         if tasks_per_world < 1:
@@ -249,17 +251,17 @@ def bootstrap(
     round: int = 0,
     max_worlds: int | None = None,
     tasks_per_world: int = 1,
-    max_explore_steps: int = 12,
+    max_explore_steps: int = MAX_EXPLORE_STEPS,
     min_calls: int = 3,
     temperature: float = 0.7,
     timeout: float = 60.0,
     retries: int = 2,
     cache: bool = True,
     kinds: Mapping[str, float] | None = None,
-    novelty_threshold: float = 0.95,
+    novelty_threshold: float = NOVELTY_THRESHOLD,
     contamination_threshold: float = CONTAMINATION_THRESHOLD,
     agent: "Agent | None" = None,
-    k: int = 4,
+    attempts: int = ATTEMPTS,
     max_success_rate: float | None = None,
     judge: "Judge | None" = None,
     embedder: "Embedder | None" = None,
@@ -274,9 +276,9 @@ def bootstrap(
     explorer_api_key override them for the explorer). seed: picks the worlds. round: the candidates' round
     (D_0 is round 0's). max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts
     abstracted from each exploration. kinds: the share of each kind of task asked for (for BFCL: base,
-    miss_func, miss_param, long_context; default base only), drawn per world from ``seed``. novelty_threshold, contamination_threshold, agent, k, max_success_rate,
-    judge, embedder: validation's options (``validate_candidates``). progress: called with one line of text
-    per explored world and per batch.
+    miss_func, miss_param, long_context; default base only), drawn per world from ``seed``. novelty_threshold,
+    contamination_threshold, agent, attempts, max_success_rate, judge, embedder: validation's options
+    (``validate_candidates``). progress: called with one line of text per explored world and per batch.
     """
     if n < 1:
         raise CoevolveError(f"n (tasks to accept) must be >= 1, got {n}")
@@ -300,7 +302,7 @@ def bootstrap(
 
         embedder = Embedder()
     validation = dict(env=environment, novelty_threshold=novelty_threshold,
-                      contamination_threshold=contamination_threshold, agent=agent, k=k,
+                      contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
                       max_success_rate=max_success_rate, judge=judge, embedder=embedder, wait=wait)
     run = _BootstrapRun(store_path, environment, synthesizer, _worlds(environment, max_worlds, seed), validation,
                         BootstrapReport(env=env, n=n, round=round, seed=seed, max_worlds=max_worlds),

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from coevolve_engine.adapters.agents.base import Agent, AgentFault, EpisodeLimits, ModelReply
+from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, Agent, AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
 from coevolve_engine.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError
@@ -169,7 +169,7 @@ class ExplorationSynthesizer(Synthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 explorer_api_key: str | None = None, max_explore_steps: int = 12, min_calls: int = 3,
+                 explorer_api_key: str | None = None, max_explore_steps: int = MAX_EXPLORE_STEPS, min_calls: int = 3,
                  temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True,
                  kinds: Mapping[str, float] | None = None) -> None:
         """``model`` at ``api_base`` abstracts; ``explorer_model`` (default: ``model``) at ``explorer_api_base``
@@ -262,7 +262,7 @@ class LLMSynthesizer(ExplorationSynthesizer):
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 explorer_api_key: str | None = None, tasks_per_pattern: int = 2, max_explore_steps: int = 12,
+                 explorer_api_key: str | None = None, tasks_per_pattern: int = 2, max_explore_steps: int = MAX_EXPLORE_STEPS,
                  min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
                  cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
         if tasks_per_pattern < 1:

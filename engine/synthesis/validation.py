@@ -64,6 +64,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.environments import Environment
     from coevolve_engine.embeddings import Embedder
 
+#: reject a candidate whose prompt has a cosine similarity at least this high to a stored training task's
+NOVELTY_THRESHOLD = 0.95
+#: agent rollouts per candidate, when an agent attempts each
+ATTEMPTS = 4
 CHECKS = ("synthesis", "kind", "schema", contamination.CHECK, "ground_truth", "novelty", "agent_attempt", "judge")
 Judge = Callable[[Candidate], "tuple[bool, str]"]
 
@@ -120,10 +124,10 @@ def validate_candidates(
     *,
     round: int | None = None,
     env: "Environment | None" = None,
-    novelty_threshold: float = 0.95,
+    novelty_threshold: float = NOVELTY_THRESHOLD,
     contamination_threshold: float = contamination.DEFAULT_THRESHOLD,
     agent: "Agent | None" = None,
-    k: int = 4,
+    attempts: int = ATTEMPTS,
     max_success_rate: float | None = None,
     judge: Judge | None = None,
     embedder: "Embedder | None" = None,
@@ -149,8 +153,8 @@ def validate_candidates(
         raise CoevolveError(f"novelty_threshold must be in (0, 1], got {novelty_threshold}")
     if not 0.0 < contamination_threshold <= 1.0:
         raise CoevolveError(f"contamination_threshold must be in (0, 1], got {contamination_threshold}")
-    if k < 1:
-        raise CoevolveError(f"k (agent rollouts per candidate) must be >= 1, got {k}")
+    if attempts < 1:
+        raise CoevolveError(f"attempts (agent rollouts per candidate) must be >= 1, got {attempts}")
     if max_success_rate is not None and not 0.0 <= max_success_rate <= 1.0:
         raise CoevolveError(f"max_success_rate must be in [0, 1], got {max_success_rate}")
     session = _StoreSession(store_path, wait)
@@ -166,8 +170,8 @@ def validate_candidates(
             held_out = contamination.HeldOutIndex(reading, candidates)
         if novelty.fresh:
             novelty.cache(session.store)
-        checker = _Checker(env, novelty, novelty_threshold, agent, k, max_success_rate, judge, concurrency, session,
-                           runnable_only, held_out, contamination_threshold)
+        checker = _Checker(env, novelty, novelty_threshold, agent, attempts, max_success_rate, judge, concurrency,
+                           session, runnable_only, held_out, contamination_threshold)
         for candidate in candidates:
             session.close()  # the checks need no store: each verdict holds it only while it is written
             verdict = checker.verdict(candidate)
@@ -262,13 +266,13 @@ class _Checker:
     """Runs the checks of one candidate."""
 
     def __init__(self, env: "Environment | None", novelty: _Novelty, threshold: float, agent: "Agent | None",
-                 k: int, max_success_rate: float | None, judge: Judge | None, concurrency: int,
+                 attempts: int, max_success_rate: float | None, judge: Judge | None, concurrency: int,
                  session: _StoreSession, runnable_only: bool = False,
                  held_out: contamination.HeldOutIndex | None = None,
                  contamination_threshold: float = contamination.DEFAULT_THRESHOLD) -> None:
         self.environments: dict[str, Environment] = {env.name: env} if env is not None else {}
         self.novelty, self.threshold = novelty, threshold
-        self.agent, self.k, self.max_success_rate = agent, k, max_success_rate
+        self.agent, self.attempts, self.max_success_rate = agent, attempts, max_success_rate
         self.judge, self.concurrency, self.session = judge, concurrency, session
         self.runnable_only = runnable_only
         self.held_out, self.contamination_threshold = held_out, contamination_threshold
@@ -378,8 +382,8 @@ class _Checker:
 
         self.session.close()  # the agent may take minutes: let readers in meanwhile
         rollouts = run_rollouts(self.environment(candidate.env),
-                                [{"task_id": candidate.task_id, "spec": candidate.spec}], self.agent, k=self.k,
-                                concurrency=min(self.k, self.concurrency))
+                                [{"task_id": candidate.task_id, "spec": candidate.spec}], self.agent,
+                                group_size=self.attempts, concurrency=min(self.attempts, self.concurrency))
         played = [r for r in rollouts if r.error is None]
         if not played:
             raise AgentUnavailable(

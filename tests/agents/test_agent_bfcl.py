@@ -63,7 +63,7 @@ def test_a_wrong_replay_scores_0_and_run_rollouts_keeps_going(scripted_server):
     agent = LiteLLMAgent(
         "openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5, retries=0
     )
-    rollouts = run_rollouts(env, tasks, agent, k=2, concurrency=2)
+    rollouts = run_rollouts(env, tasks, agent, group_size=2, concurrency=2)
     assert [r.success for r in rollouts] == [False, False, True, True]
     assert all(r.error is None for r in rollouts)
     assert "empty_turn_model_response" in rollouts[0].reason

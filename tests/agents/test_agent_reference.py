@@ -28,7 +28,7 @@ def bfcl():
 
 def test_reference_rollouts_score_1_and_ingest_into_the_store(bfcl, db_path):
     environment, tasks = bfcl
-    rollouts = run_rollouts(environment, tasks, AGENTS.load("reference")(), k=1, step=0)
+    rollouts = run_rollouts(environment, tasks, AGENTS.load("reference")(), group_size=1, step=0)
     assert [(r.task_id, r.reward, r.success, r.error) for r in rollouts] == [(t, 1.0, True, None) for t in TASKS]
     for rollout, task in zip(rollouts, tasks):
         solution = environment.reference_solution(task["spec"])

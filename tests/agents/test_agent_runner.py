@@ -48,7 +48,7 @@ def test_one_faulty_rollout_does_not_stop_the_others(scripted_server):
         env,
         TASKS,
         make_agent(scripted_server),
-        k=2,
+        group_size=2,
         concurrency=3,
         step=7,
         on_rollout=lambda r: seen.append((r.task_id, r.sample_index, threading.get_ident())),
@@ -92,7 +92,7 @@ def test_concurrency_is_bounded(scripted_server):
 
     scripted_server.respond_with(slow)
     tasks = [counter_task(f"t{i}", ["Say done."], target=0) for i in range(3)]
-    rollouts = run_rollouts(CounterEnvironment(), tasks, make_agent(scripted_server), k=2, concurrency=2)
+    rollouts = run_rollouts(CounterEnvironment(), tasks, make_agent(scripted_server), group_size=2, concurrency=2)
     assert len(rollouts) == 6 and all(r.success for r in rollouts)
     assert state["peak"] == 2
 
@@ -117,7 +117,7 @@ class _Answers(_Raises):
 
 
 def test_an_agent_that_raises_is_contained_to_its_rollout():
-    rollouts = run_rollouts(CounterEnvironment(), TASKS, _Answers(), k=1, concurrency=2)
+    rollouts = run_rollouts(CounterEnvironment(), TASKS, _Answers(), group_size=1, concurrency=2)
     assert [r.stop for r in rollouts] == ["done", "error", "done"]
     assert rollouts[1].error == "_Answers.run raised RuntimeError: agent bug"
     assert rollouts[1].group_id == "boom@0" and rollouts[1].policy == "raises"
@@ -131,7 +131,7 @@ def test_a_failing_callback_stops_the_run_and_propagates():
         raise OSError("store is read-only")
 
     with pytest.raises(OSError, match="store is read-only"):
-        run_rollouts(CounterEnvironment(), TASKS, _Answers(), k=4, concurrency=1, on_rollout=sink)
+        run_rollouts(CounterEnvironment(), TASKS, _Answers(), group_size=4, concurrency=1, on_rollout=sink)
     assert len(calls) == 1
 
 
@@ -140,7 +140,7 @@ def test_progress_bar_and_custom_group_ids(capsys):
         CounterEnvironment(),
         TASKS[:1],
         _Answers(),
-        k=3,
+        group_size=3,
         progress=True,
         group_id_for=lambda task_id, step: f"{task_id}/eval",
     )
@@ -150,7 +150,8 @@ def test_progress_bar_and_custom_group_ids(capsys):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"k": 0}, "k \\(rollouts per task\\) must be >= 1"), ({"concurrency": 0}, "concurrency must be >= 1")],
+    [({"group_size": 0}, "group_size \\(rollouts per task\\) must be >= 1"),
+     ({"concurrency": 0}, "concurrency must be >= 1")],
 )
 def test_bad_arguments_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):

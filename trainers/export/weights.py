@@ -14,10 +14,10 @@ weights would otherwise train on them).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from coevolve_engine.core.weights import check_weights
 from coevolve_engine.errors import CoevolveError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class RoundWeights:
     source: str  # 'given', 'task_weights round R' or 'uniform'
 
 
-def weights_mapping(weights: Any) -> dict[str, float]:
+def weights_mapping(weights: Any, what: str = "weights") -> dict[str, float]:
     """A mapping, or a polars / pyarrow table with columns task_id and weight, as a plain dict."""
     if isinstance(weights, Mapping):
         pairs = list(weights.items())
@@ -57,10 +57,9 @@ def weights_mapping(weights: Any) -> dict[str, float]:
             raise ExportError(f"weights: task id {task_id!r} is not a non-empty string")
         if task_id in out:
             raise ExportError(f"weights: task {task_id!r} appears more than once")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
-            raise ExportError(f"weights: task {task_id!r} has weight {weight!r}; a weight is a finite number >= 0")
-        out[task_id] = float(weight)
-    return out
+        out[task_id] = weight
+    checked = check_weights(out, what=what, error=ExportError) if out else ()
+    return dict(zip(out, map(float, checked)))
 
 
 def _has_weights_table(store: "Store") -> bool:
@@ -87,7 +86,7 @@ def weights_from_table(store: "Store", round: int) -> dict[str, float]:
             f"{WEIGHTS_TABLE} has no weights for round {round} (rounds with weights: {known}); "
             "pick one with --weights-from-round, or pass --uniform"
         )
-    return weights_mapping(dict(rows))
+    return weights_mapping(dict(rows), f"weights from {WEIGHTS_TABLE} round {round}")
 
 
 def resolve_weights(
@@ -111,6 +110,5 @@ def resolve_weights(
     else:
         from_round = round if weights_from_round is None else weights_from_round
         resolved, source = weights_from_table(store, from_round), f"{WEIGHTS_TABLE} round {from_round}"
-    if not any(w > 0 for w in resolved.values()):
-        raise ExportError(f"no task has a weight above 0 (weights from {source}); nothing to export")
+    check_weights(resolved, what=f"weights from {source}", error=ExportError)
     return RoundWeights(dict(sorted(resolved.items())), source)

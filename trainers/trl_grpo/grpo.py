@@ -43,7 +43,7 @@ class CoevolveGRPOTrainer(GRPOTrainer):
         task_ids = list(dataset["task_id"])
         groups = self.args.generation_batch_size // self.num_generations
         return WeightedGroupSampler(
-            self.source.weights, task_ids=task_ids, group_size=self.num_generations, batch_tasks=groups,
+            self.source.weights, task_ids=task_ids, group_size=self.num_generations, groups_per_step=groups,
             repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.source.seed,
             start_step=self.first_draw, num_batches=max(1, len(task_ids) // groups),
         )

@@ -32,8 +32,9 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
+from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, EpisodeLimits
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
 from coevolve_engine.trainers.base import TrainContext, checked_trl_args, options_config  # how the run builds one
@@ -43,10 +44,14 @@ from coevolve_engine.trainers.base import TrainContext, checked_trl_args, option
 class TRLGRPOConfig:
     """Settings of the TRL GRPO trainer; defaults follow the CoEvolve paper where it gives them."""
 
+    #: options renamed so that a concept has one name across the project (old -> new), refused by name
+    RENAMED: ClassVar[dict[str, str]] = {"num_generations": "group_size"}
+
     model: str = field(
         metadata={"help": "path of the policy to train (a transformers causal LM with a tool-calling chat template)"})
     output_dir: str = field(metadata={"help": "where TRL writes its files and the checkpoint after each train() call"})
-    num_generations: int = field(default=8, metadata={"help": "K: rollouts per group (GRPO group size)"})
+    group_size: int = field(default=8, metadata={
+        "help": "K: rollouts per group (GRPO group size; TRL's num_generations)"})
     groups_per_step: int = field(default=4, metadata={
         "help": "groups (tasks) drawn per optimizer step by each training process: under `accelerate launch "
                 "--num_processes P` a step draws P times as many (4 x 8 = the paper's batch of 32)"})
@@ -60,11 +65,14 @@ class TRLGRPOConfig:
     max_completion_length: int = field(default=4096, metadata={
         "help": "tokens of an episode after its prompt (answers, tool results, later user turns); an episode that "
                 "needs more fails (stop max_tokens)"})
-    max_new_tokens: int = field(default=256, metadata={"help": "tokens the policy may write per answer"})
-    max_steps: int = field(default=30, metadata={
-        "help": "environment steps per episode; one more fails the task (set by the run's [episode])"})
-    max_model_calls_per_turn: int = field(default=20, metadata={
-        "help": "answers per user turn; a turn not ended by then fails the task (set by the run's [episode])"})
+    max_new_tokens: int = field(default=MAX_NEW_TOKENS, metadata={
+        "help": "tokens the policy may write per answer (set by the run's [episode])"})
+    max_steps: int = field(default=MAX_STEPS, metadata={
+        "help": "environment steps per episode; one more fails the task; 0: no cap, as in BFCL (set by the run's "
+                "[episode])"})
+    max_model_calls_per_turn: int = field(default=MAX_MODEL_CALLS_PER_TURN, metadata={
+        "help": "answers per user turn; a turn not ended by then fails the task; BFCL's inference: 21 (set by the "
+                "run's [episode])"})
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "extra chat template variables, e.g. {enable_thinking: false} (set by the run's [episode])"})
     use_cpu: bool | None = field(default=None, metadata={"help": "train on CPU (None: when no GPU is present)"})
@@ -83,9 +91,9 @@ class TRLGRPOConfig:
     trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further GRPOConfig fields, passed as is"})
 
     def __post_init__(self) -> None:
-        if self.num_generations < 2:
+        if self.group_size < 2:
             raise ValueError(
-                f"num_generations must be >= 2: GRPO compares rollouts within a group (got {self.num_generations})")
+                f"group_size must be >= 2: GRPO compares rollouts within a group (got {self.group_size})")
         if self.groups_per_step < 1:
             raise ValueError(f"groups_per_step must be >= 1 (got {self.groups_per_step})")
         if self.max_new_tokens < 1 or self.max_completion_length < 1:
@@ -97,8 +105,6 @@ class TRLGRPOConfig:
             ("epsilon_high", self.epsilon_high)) if not value >= 0]  # NaN too
         if negative:
             raise ValueError(f"{', '.join(negative)}: must be >= 0")
-        from coevolve_engine.adapters.agents.base import EpisodeLimits
-
         EpisodeLimits(max_steps=self.max_steps, max_model_calls_per_turn=self.max_model_calls_per_turn)  # checks
         if self.trl_args.get("use_vllm"):
             raise ValueError("use_vllm: whole episodes are played by the episode player with the model being "
@@ -111,7 +117,8 @@ class TRLGRPOConfig:
         reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir",
                                          "ignore_data_skip", "save_strategy"}
         if reserved:
-            raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args")
+            raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args "
+                             "(num_generations is group_size)")
 
 
 # transformers 5 renamed gradient_checkpointing to activation_checkpointing; TRL still uses the old names, and
@@ -133,7 +140,7 @@ def grpo_args(config: TRLGRPOConfig) -> Any:
     from coevolve_engine.core.device import placement
 
     precision = precision_settings(placement(config.use_cpu))
-    k = config.num_generations
+    k = config.group_size
     settings: dict[str, Any] = dict(
         **precision, learning_rate=config.learning_rate, lr_scheduler_type="constant",
         beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
@@ -316,7 +323,7 @@ class TRLGRPOTrainer(Trainer):
         if training:
             everything = gather_object(rollouts)
             if grpo.accelerator.is_main_process:
-                self._report(everything, step, self.config.num_generations)
+                self._report(everything, step, self.config.group_size)
         return output
 
     def _report(self, rollouts: list, step: int, k: int) -> None:
