@@ -51,7 +51,7 @@ def build_store(work: Path, env, args) -> tuple[Path, list[dict], list[dict]]:
     """The store: training tasks with reference demonstrations at step 0, and the held-out tasks."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
     from coevolve_engine.rollouts import run_rollout_job
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     train = list(env.load_tasks(split=args.train_split, n=args.train_tasks))
     test = [{**task, "split": "eval"} for task in env.load_tasks(split="test", n=args.test_tasks)]

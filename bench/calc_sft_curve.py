@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.evaluate import evaluate_policy, success_rate
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     from coevolve_engine.trainers import BatchSource
     from coevolve_engine.trainers.sft import RFTConfig, RFTTrainer
 

@@ -92,7 +92,7 @@ def fix_heldout(out: Path, size_eval_tasks: int) -> list[dict]:
 
 def check_store_heldout(db: Path, manifest: list[dict]) -> None:
     """Stop unless the store's eval tasks are exactly the manifest's."""
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     with Store(db, read_only=True) as store:
         rows = store.execute("SELECT task_id, spec FROM tasks WHERE split = 'eval' ORDER BY task_id").fetchall()
@@ -107,7 +107,7 @@ def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -
     """The seed's prepared store (tasks, demonstrations) and its warmed-up checkpoint, made once."""
     from coevolve_engine.demo import FULL, QUICK, prepare, run_demo
     from coevolve_engine.loop.run import warmup_checkpoint
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     base = out / f"seed-{seed}" / "base"
     db, _ = prepare(base, QUICK if quick else FULL, seed=seed, echo=lambda line: None)
@@ -127,7 +127,7 @@ def run_arm(out: Path, seed: int, arm: str, base_db: Path, warmed: Path, quick: 
     its final verdict on every held-out task."""
     from coevolve_engine.demo import FULL, QUICK, demo_config_text
     from coevolve_engine.loop import RunLoop, load_config
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     folder = out / f"seed-{seed}" / arm
     folder.mkdir(parents=True, exist_ok=True)
@@ -159,7 +159,7 @@ def run_arm(out: Path, seed: int, arm: str, base_db: Path, warmed: Path, quick: 
 def read_run(db: Path, arm: str, seed: int, up_to_step: int | None = None) -> dict:
     """A run's held-out curve, its final verdict on every held-out task (the last evaluation, or the last at or
     before ``up_to_step``), and its training tasks at the end."""
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     limit = {"up_to": up_to_step if up_to_step is not None else 2**62}
     with Store(db, read_only=True) as store:

@@ -60,7 +60,7 @@ def launcher(args) -> str:
 def prepare(folder: Path, model: str) -> tuple[Path, str]:
     """A store of calc tasks of one and two user turns, and the policy (built unless ``model`` is given)."""
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, qwen3_chat_template
 
     environment = load_environment("calc")
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from click.testing import CliRunner
 
     from coevolve_engine.cli import cli
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

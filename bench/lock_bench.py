@@ -35,7 +35,7 @@ from pathlib import Path
 import duckdb
 
 from coevolve_engine.demo import STORE_NAME
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 _SCRIPT = Path(sys.executable).parent / "coevolve-engine"
 ENGINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "coevolve_engine.cli"]

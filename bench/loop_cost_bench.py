@@ -19,7 +19,7 @@ demo      the demo's training phase, twice with the same seed (the quick demo's 
           and writes, and checks that both stores hold the same trajectories.
 ingest    --ingest-rows trajectories from Parquet and from JSON lines into a fresh store, rows per second
           against the issue's targets (1.5M/s Parquet, 500k/s JSON lines): "before" is the ingest code of
-          --ingest-before (a commit: engine/ingest.py, ingest_sources.py and records.py as they were there, read
+          --ingest-before (a commit: engine/core/ingest.py, ingest_sources.py and records.py as they were there, read
           with `git show`), "after" the installed code; both stores must hold the same trajectories.
 patterns  `query` latency from another process while `patterns` embeds --texts new texts: "before" holds the
           store for writing while it embeds (as `patterns` did), "after" embeds first (``embed_ahead``).
@@ -47,7 +47,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 SECTIONS = ("opens", "sink", "demo", "ingest", "patterns", "floors")
 #: ``--smoke``: the smallest size of every section (to check that the script works); the size options are ignored.
@@ -184,8 +184,8 @@ def ingest_as_of(commit: str):
     import types
 
     repo = Path(__file__).resolve().parent.parent
-    names = {"coevolve_engine.records": "engine/records.py", "coevolve_engine.ingest_sources": "engine/ingest_sources.py",
-             "coevolve_engine.ingest": "engine/ingest.py"}
+    names = {"coevolve_engine.core.records": "engine/core/records.py", "coevolve_engine.core.ingest_sources": "engine/core/ingest_sources.py",
+             "coevolve_engine.core.ingest": "engine/core/ingest.py"}
     saved = {name: sys.modules.get(name) for name in names}
     try:
         for name, path in names.items():
@@ -242,7 +242,7 @@ def section_ingest(folder: Path, args) -> None:
 
 READER = """
 import json, sys, time
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 db, out, stop = sys.argv[1:4]
 from pathlib import Path
 waits = []

@@ -36,7 +36,7 @@ from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.core.environment import ToolCall  # noqa: E402
 from coevolve_engine.patterns import find_patterns  # noqa: E402
 from coevolve_engine.trainers.base import group_records  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 MISTAKES = ("skip_cd", "misspell", "drop_last", "unknown_tool")
 #: ``--smoke``: the smallest size that runs every part (seconds); --tasks and --k are ignored.

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from coevolve_engine.curriculum import WeightedGroupSampler, compute_weights, load_weights
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 #: ``--smoke``: the smallest size that runs every part (a few seconds); the other size options are ignored.
 SMOKE = {"tasks": 1_000, "batch": 16, "k": 4, "batches": 20}

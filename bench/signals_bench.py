@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from coevolve_engine import signals_reference as ref
 from coevolve_engine.signals import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 VIEWS = ("task_steps", "forgetting", "forgetting_events", "boundary", "rare_patterns",
          "flagged_trajectories", "task_signals")

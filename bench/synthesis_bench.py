@@ -23,7 +23,7 @@ from patterns_bench import build_store
 
 from coevolve_engine.llm import LLMClient
 from coevolve_engine.patterns import find_patterns
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import synthesize
 from coevolve_engine.synthesis.summaries import summarise_patterns
 from coevolve_engine.synthesis.validation import validate_candidates

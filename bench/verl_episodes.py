@@ -87,7 +87,7 @@ def build(folder: Path) -> dict:
 
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.cli import cli
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     from coevolve_engine.trainers.export import export_round
 
     db = folder / "episodes.duckdb"
@@ -113,7 +113,7 @@ def import_back(spec: dict, report) -> None:
     from click.testing import CliRunner
 
     from coevolve_engine.cli import cli
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     print("\n4. verl's dump back into the store (coevolve-engine import-rollouts) vs the same rollouts as JSON lines:")
     episodes = spec["episodes"]

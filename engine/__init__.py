@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 #: name -> the module it comes from
 _PUBLIC = {
-    "Store": "coevolve_engine.store",
+    "Store": "coevolve_engine.core.store",
     "WeightedGroupSampler": "coevolve_engine.core.sampler",
     "WeightSet": "coevolve_engine.core.weights",
     "load_weights": "coevolve_engine.core.weights",

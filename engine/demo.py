@@ -25,8 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from coevolve_engine.lease import hold_lease
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.core.lease import hold_lease
+from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 
 if TYPE_CHECKING:
     from coevolve_engine.loop import RunConfig
@@ -143,7 +143,7 @@ def write_report(folder: Path, db: Path, config: "RunConfig") -> Path:
     """The run's HTML report (``coevolve-engine report``) at ``folder/report.html``, at the run's signal
     constants; replaced on every run (it is always a page this function wrote)."""
     from coevolve_engine.drift import DriftParams
-    from coevolve_engine.outputs import write_output
+    from coevolve_engine.core.outputs import write_output
     from coevolve_engine.report import build_report
 
     params = DriftParams(**config.signal_params().bind())

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 if TYPE_CHECKING:
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.ids import normalize_id
-from coevolve_engine.errors import CoevolveError
-from coevolve_engine.store import Store
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.store import Store
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents.base import Agent

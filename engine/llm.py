@@ -39,8 +39,8 @@ from coevolve_engine.adapters.agents.litellm_agent import (BadResponse, CallFail
                                                          import_litellm)
 from coevolve_engine.core.ids import canonical_json  # the request hash's input: one text per value
 from coevolve_engine.core.json_input import read_json
-from coevolve_engine.errors import CoevolveError
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 
 DEFAULT_MAX_ATTEMPTS = 3
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 LOOP_COST_SQL = """
 SELECT count(*) AS rounds, sum(training_seconds) AS training, sum(feedback_seconds) AS feedback,

@@ -23,9 +23,9 @@ from typing import Callable, Mapping, Sequence
 import duckdb
 import polars as pl
 
-from coevolve_engine.errors import CoevolveError
-from coevolve_engine.sqlident import quote_ident
-from coevolve_engine.store import Store
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.sqlident import quote_ident
+from coevolve_engine.core.store import Store
 
 _ONE_STORE = "query opens one store, the one at --db"
 _TO_FILES = ("query writes no file: a result goes to a file with -o FILE, which never replaces a store or a file of "

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.tasks import select_tasks
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 if TYPE_CHECKING:
     from coevolve_engine.adapters.agents.base import Agent

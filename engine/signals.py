@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from coevolve_engine.core.signal_params import FORGETTING_FORMS, SignalParams  # noqa: F401 (re-exported)
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 TOTALS_SQL = """

@@ -18,9 +18,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from coevolve_engine import sqlfiles
+from coevolve_engine.core import sqlfiles
 from coevolve_engine.signals import SignalParams
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 # macro -> (the parameters it takes, as declared in its file)
 SHARED_LAYERS = {

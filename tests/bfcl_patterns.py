@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 SIGNALS = ("forgetting", "boundary", "rare")
 

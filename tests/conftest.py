@@ -51,7 +51,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(db_path: Path):
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     with Store(db_path) as opened:
         yield opened

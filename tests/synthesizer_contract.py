@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import Candidate, load_patterns
 
 TABLES = ("tasks", "trajectories", "failure_patterns", "pattern_members", "candidates", "ingests")

@@ -25,8 +25,8 @@ from coevolve_engine.adapters.calls import parse_python_calls  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.shipped import MULTI_TURN_CATEGORIES  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.worlds import CLASS_SETS  # noqa: E402
-from coevolve_engine.errors import CoevolveError  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.errors import CoevolveError  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.bootstrap import bootstrap, world_name  # noqa: E402
 from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize  # noqa: E402
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
 from coevolve_engine.cli.output import OUTPUT_FORMATS
-from coevolve_engine.sqlfiles import catalog
+from coevolve_engine.core.sqlfiles import catalog
 
 
 def walk(command: click.Command, path: tuple[str, ...] = ()):

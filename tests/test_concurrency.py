@@ -10,7 +10,7 @@ import textwrap
 WRITER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     db, folder, files = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     for i in range(files):
@@ -38,7 +38,7 @@ READER = textwrap.dedent("""
 
 
 def test_query_while_another_process_ingests(tmp_path):
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     db = tmp_path / "shared.duckdb"
     with Store(db) as store:

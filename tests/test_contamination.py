@@ -20,7 +20,7 @@ from bfcl_patterns import insert_patterns, rollouts
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.adapters.environments.calc.tasks import run_steps, skill_of
 from coevolve_engine.demo import frontier_tasks, held_out, seed_tasks
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis import contamination
 from coevolve_engine.synthesis.candidates import Candidate, synthesize, write_candidates
 from coevolve_engine.synthesis.validation import validate_candidates
@@ -228,7 +228,7 @@ def test_a_threshold_outside_0_1_is_refused(tmp_path):
     from click.testing import CliRunner
 
     from coevolve_engine.cli import cli
-    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.core.errors import CoevolveError
 
     with pytest.raises(CoevolveError, match="contamination_threshold must be in"):
         validate_candidates(tmp_path / "none.duckdb", contamination_threshold=1.5)

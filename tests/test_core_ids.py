@@ -31,7 +31,7 @@ def test_the_llm_log_and_the_candidates_table_use_the_same_function():
 
 def test_a_candidate_whose_provenance_is_not_json_is_refused_before_anything_is_written(tmp_path):
     from coevolve_engine.core.candidates import Candidate
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     from coevolve_engine.synthesis.candidates import write_candidates
 
     candidate = Candidate.create(round=0, pattern_id=None, signal=None, env="calc", synthesizer="test",

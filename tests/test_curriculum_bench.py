@@ -102,7 +102,7 @@ def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 def test_each_run_counts_contaminated_candidates_and_dead_groups_per_arm(bench, tmp_path, jsonl):
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     from coevolve_engine.synthesis.candidates import Candidate, write_candidates
 
     db = tmp_path / "store.duckdb"

@@ -9,7 +9,7 @@ pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 
 @pytest.fixture(scope="module")

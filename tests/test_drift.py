@@ -11,13 +11,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from coevolve_engine import sqlfiles
+from coevolve_engine.core import sqlfiles
 from coevolve_engine.cli import cli
 from coevolve_engine.drift import (
     JS_SQL, METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading, pending_migrations,
 )
 from coevolve_engine.embeddings import DEFAULT_MODEL, text_hash
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 # Prompt embeddings (unit vectors) put in the embeddings cache, so the real Embedder serves them from there.
 VECTORS = {"pa": (1.0, 0.0), "pb": (0.0, 1.0), "pc": (0.6, 0.8), "ps1": (0.8, 0.6),

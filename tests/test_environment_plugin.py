@@ -101,7 +101,7 @@ def test_a_round_of_synthesis_and_validation_on_a_plugin_environment(installed, 
 
 def test_an_unknown_environment_names_the_contract_and_the_docs(tmp_path):
     from coevolve_engine.adapters.environments import ENVIRONMENTS
-    from coevolve_engine.registry import RegistryError
+    from coevolve_engine.core.registry import RegistryError
 
     with pytest.raises(RegistryError) as raised:
         ENVIRONMENTS.load("shop")
@@ -115,7 +115,7 @@ def test_without_a_synthesizer_the_tasks_own_environment_is_asked(tmp_path):
     from click.testing import CliRunner
 
     from coevolve_engine.cli import cli
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     db = tmp_path / "shop.duckdb"
     with Store(db) as store:
@@ -134,7 +134,7 @@ def test_without_a_synthesizer_the_tasks_own_environment_is_asked(tmp_path):
 
 
 def test_a_missing_package_is_named_once_with_what_to_install(tmp_path, monkeypatch):
-    from coevolve_engine.registry import Registry, RegistryError
+    from coevolve_engine.core.registry import Registry, RegistryError
 
     (tmp_path / "needs_extra.py").write_text(
         "raise ImportError(\"the shop environment needs shoplib: pip install 'shop[all]'\")\n")

@@ -20,7 +20,7 @@ pytest.importorskip("bfcl_eval")
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.shipped import bfcl_module, load_answers, load_entries  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 CATEGORY = "multi_turn_base"
 IDS = [f"bfcl/{CATEGORY}_{i}" for i in range(4)]

@@ -21,7 +21,7 @@ from coevolve_engine.curriculum import WeightedGroupSampler, compute_weights
 from coevolve_engine.embeddings import Embedder, text_hash
 from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.signals import SignalParams
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import (
     Candidate,
     load_patterns,
@@ -119,7 +119,7 @@ def test_an_export_refuses_weights_that_name_an_eval_task(bfcl_store):
 
 
 def test_ingest_refuses_trajectories_of_an_eval_task_and_writes_nothing(bfcl_store, tmp_path):
-    from coevolve_engine.errors import IngestError
+    from coevolve_engine.core.errors import IngestError
 
     db, held_out = bfcl_store
     eval_one = sorted(held_out)[0]

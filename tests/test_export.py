@@ -120,7 +120,7 @@ def test_bad_weights_are_refused(tasks_store, tmp_path, weights, message):
 
 
 def test_cli_export_uniform_and_missing_weights(db_path, tmp_path):
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     with Store(db_path) as store:
         store.add_records("tasks", TASKS, label="tasks")
@@ -143,7 +143,7 @@ def test_cli_export_uniform_and_missing_weights(db_path, tmp_path):
 def test_verl_rows_of_bfcl_tasks_open_the_episode_and_name_verls_configs(db_path, tmp_path):
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.adapters.agents.player import Play
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     runner = CliRunner()
     result = runner.invoke(cli, ["tasks", "import", "bfcl", "--category", "multi_turn_miss_func", "--limit", "2",

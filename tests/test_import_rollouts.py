@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from coevolve_engine.adapters.importers import IMPORTERS, ImportOptions, import_rollouts, normalise_reward
 from coevolve_engine.cli import cli
-from coevolve_engine.errors import IngestError
-from coevolve_engine.store import Store
+from coevolve_engine.core.errors import IngestError
+from coevolve_engine.core.store import Store
 
 TASKS = [{"task_id": f"task-{i}", "env": "toy", "prompt": f"Do thing {i}.", "spec": {"i": i}} for i in range(5)]
 TOOLS = ["ls", "cd", "cat", "grep", "mv"]

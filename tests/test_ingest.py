@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from coevolve_engine.errors import IngestError
+from coevolve_engine.core.errors import IngestError
 
 GOOD = [
     {"task_id": "a", "step": 1, "reward": 1.0, "actions": [{"name": "ls", "arguments": {"path": "."}}]},
@@ -205,7 +205,7 @@ def test_missing_file_and_corrupt_parquet(store, tmp_path):
 
 
 def test_read_only_store_refuses_ingest(db_path, jsonl):
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     Store(db_path).close()
     with Store(db_path, read_only=True) as store:

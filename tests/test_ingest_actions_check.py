@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from coevolve_engine import ingest
+from coevolve_engine.core import ingest
 
 ACTIONS = [
     None, "[]", '[{"name": "a", "arguments": {"x": 1}}]', '[{"name": "a"}]', '[{"name": "a", "arguments": null}]',

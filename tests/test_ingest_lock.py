@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_engine import ingest as ingest_module
-from coevolve_engine.errors import IngestError
-from coevolve_engine.ingest import ingest_path
-from coevolve_engine.store import Store
+from coevolve_engine.core import ingest as ingest_module
+from coevolve_engine.core.errors import IngestError
+from coevolve_engine.core.ingest import ingest_path
+from coevolve_engine.core.store import Store
 from conftest import write_jsonl
 
 ENGINE = [sys.executable, "-m", "coevolve_engine.cli"]

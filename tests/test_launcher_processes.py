@@ -21,7 +21,7 @@ pytest.importorskip("trl")
 from click.testing import CliRunner  # noqa: E402
 
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 TASKS = {"calc/seed-0-0000": 1, "calc/seed-0-0005": 2}  # task -> user turns
 K, STEPS = 2, 2

@@ -14,7 +14,7 @@ from scripted_server import hang, http_error, malformed_body, text, tool_calls
 
 from coevolve_engine.llm import LLMClient, LLMError, canonical_json, parse_json_answer
 from coevolve_engine.prompts import PromptError, Prompt, available, load_prompt, parse_prompt
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 needs_litellm = pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="litellm is not installed")
 

@@ -17,7 +17,7 @@ pytest.importorskip("trl")
 import torch  # noqa: E402
 
 from coevolve_engine.core.environment import Score  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext  # noqa: E402
 from toy_env import CounterEnvironment, CounterEpisode, counter_task  # noqa: E402
 

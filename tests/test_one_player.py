@@ -19,7 +19,7 @@ pytest.importorskip("trl")
 from click.testing import CliRunner  # noqa: E402
 
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 MAX_NEW_TOKENS = 48
 

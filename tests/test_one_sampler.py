@@ -17,7 +17,7 @@ from coevolve_engine.trainers.base import BatchSource
 def test_sample_draws_with_the_core_sampler(db_path):
     import coevolve_engine
     from coevolve_engine.curriculum import load_weights
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     assert coevolve_engine.WeightedGroupSampler is WeightedGroupSampler
     runner = CliRunner()

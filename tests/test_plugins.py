@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coevolve_engine.core.settings import coerce
-from coevolve_engine.registry import PluginContext, Registry
+from coevolve_engine.core.registry import PluginContext, Registry
 
 
 class Plain:
@@ -72,7 +72,7 @@ def test_load_agent_picks_the_agent_by_model_string(tmp_path):
 
 def test_load_agent_refuses_an_unknown_option_naming_the_model():
     from coevolve_engine.adapters.agents import load_agent
-    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.core.errors import CoevolveError
 
     with pytest.raises(CoevolveError, match="cannot use model 'openai/m'.*top_k"):
         load_agent("openai/m", {"top_k": 3})

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from coevolve_engine.cli import cli
 from coevolve_engine.loop.config import ConfigError, RunConfig
 from coevolve_engine.loop.config_files import differences, load_config
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 PAPER = RECIPES / "bfcl_paper.toml"

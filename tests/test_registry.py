@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coevolve_engine.registry import Registry, RegistryError
+from coevolve_engine.core.registry import Registry, RegistryError
 
 
 def test_lazy_load_and_read_only_view():
@@ -42,7 +42,7 @@ def test_no_silent_override():
 
 
 def test_entry_points_are_read_lazily(monkeypatch):
-    import coevolve_engine.registry as module
+    import coevolve_engine.core.registry as module
 
     calls = []
 

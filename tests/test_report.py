@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from test_drift import build_run_a
 
 pytest.importorskip("matplotlib")

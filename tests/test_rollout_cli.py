@@ -20,7 +20,7 @@ pytest.importorskip("bfcl_eval")
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
 from coevolve_engine.core.tasks import select_tasks  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 
 def first_user(request: dict) -> str:

@@ -28,7 +28,7 @@ pytest.importorskip("bfcl_eval")
 from click.testing import CliRunner  # noqa: E402
 
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 TASKS = ["bfcl/multi_turn_base_100", "bfcl/multi_turn_base_104", "bfcl/multi_turn_base_116"]  # TradingBot, 2-6 turns
 K = 4  # rollouts per group

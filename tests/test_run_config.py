@@ -295,7 +295,7 @@ def test_the_exploring_synthesizer_is_built_with_the_models_explorer_and_abstrac
     from coevolve_engine.loop.context import RunContext
     from coevolve_engine.loop.feedback import synthesizer_options
     from coevolve_engine.loop.preflight import check_plugins
-    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.registry import PluginContext
     from coevolve_engine.synthesis.candidates import SYNTHESIZERS
 
     config = load_config(RECIPES / "explorer_swap.toml")
@@ -314,7 +314,7 @@ def test_the_exploring_synthesizer_is_built_with_the_models_explorer_and_abstrac
 def test_renamed_keys_are_read_under_their_new_names(tmp_path):
     import warnings
 
-    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.core.errors import CoevolveError
     from coevolve_engine.loop.config_files import config_from_dict
     from coevolve_engine.trainers.base import options_config
     from coevolve_engine.trainers.trl_grpo.trainer import TRLGRPOConfig

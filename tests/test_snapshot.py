@@ -9,7 +9,7 @@ import pytest
 
 from coevolve_engine.signals import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from test_views_reference import _normalise, _random_records
 
 VIEWS = ("task_steps", "group_outcomes", "forgetting", "forgetting_events", "boundary", "pattern_steps",

@@ -7,9 +7,9 @@ from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
 from coevolve_engine.curriculum import compute_weights
-from coevolve_engine.errors import CoevolveError, IngestError
+from coevolve_engine.core.errors import CoevolveError, IngestError
 from coevolve_engine.evaluations import TaskResult, eval_id, eval_tasks, find_evaluation, record_evaluation
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 def test_tasks_default_to_train_and_an_unknown_split_is_refused_naming_the_record(store):

@@ -7,9 +7,9 @@ import hashlib
 import duckdb
 import pytest
 
-from coevolve_engine import sqlfiles
-from coevolve_engine.errors import StoreError, StoreLockedError
-from coevolve_engine.store import Store, default_db_path
+from coevolve_engine.core import sqlfiles
+from coevolve_engine.core.errors import StoreError, StoreLockedError
+from coevolve_engine.core.store import Store, default_db_path
 
 
 def file_digest(path) -> str:

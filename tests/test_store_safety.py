@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 CALC_TASKS = 6
 
@@ -120,7 +120,7 @@ def test_export_never_writes_over_a_store(calc_store, tmp_path):
 
 HOLDER = textwrap.dedent("""
     import sys
-    from coevolve_engine.lease import hold_lease
+    from coevolve_engine.core.lease import hold_lease
     with hold_lease(sys.argv[1], "run", wait=30):
         print("held", flush=True)
         sys.stdin.readline()
@@ -157,7 +157,7 @@ def test_a_second_long_job_refuses_while_the_first_lives_and_takes_over_a_dead_o
 
 
 def test_the_lease_is_reentrant_within_a_process_and_refuses_a_reused_pid(calc_store):
-    from coevolve_engine.lease import StoreBusyError, hold_lease, process_start
+    from coevolve_engine.core.lease import StoreBusyError, hold_lease, process_start
 
     with hold_lease(calc_store, "demo", wait=5):
         with hold_lease(calc_store, "run", wait=5):  # the run a demo starts
@@ -182,7 +182,7 @@ def test_the_lease_is_reentrant_within_a_process_and_refuses_a_reused_pid(calc_s
 
 CREATOR = textwrap.dedent("""
     import sys, time
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     while time.time() < float(sys.argv[2]):
         pass
     with Store(sys.argv[1], wait=60) as store:
@@ -300,7 +300,7 @@ def test_a_truncated_store_is_refused_by_init_and_named_by_readers(calc_store, t
 # -- 7. no tracebacks for user input -------------------------------------------------------------------------------
 
 def test_steps_out_of_range_are_refused_at_ingest_and_import(calc_store, jsonl, tmp_path):
-    from coevolve_engine.records import MAX_STEP
+    from coevolve_engine.core.records import MAX_STEP
 
     with Store(calc_store, read_only=True) as store:
         task = store.scalar("SELECT min(task_id) FROM tasks")

@@ -18,8 +18,8 @@ from test_store_safety import invoke, table_hashes
 from coevolve_engine.core.ids import MAX_ID_LENGTH
 from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.core.json_input import MAX_JSON_DEPTH
-from coevolve_engine.errors import IngestError
-from coevolve_engine.store import Store
+from coevolve_engine.core.errors import IngestError
+from coevolve_engine.core.store import Store
 
 DEEP = 100_000
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from test_store_safety import calc_store, invoke, table_hashes  # noqa: F401 (calc_store is a fixture)
 
 pytest.importorskip("torch")

@@ -15,7 +15,7 @@ from scripted_server import http_error, text
 from coevolve_engine.cli import cli
 from coevolve_engine.llm import LLMClient
 from coevolve_engine.synthesis.summaries import SUMMARY_SCHEMA, SummaryError, summarise_patterns
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("litellm is not installed", allow_module_level=True)

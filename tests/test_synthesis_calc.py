@@ -36,7 +36,7 @@ from coevolve_engine.adapters.environments.calc.synthesizer import (  # noqa: E4
     neighbours,
     skill_space,
 )
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.candidates import (  # noqa: E402
     SYNTHESIZERS,
     load_patterns,

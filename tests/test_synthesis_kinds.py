@@ -29,8 +29,8 @@ pytest.importorskip("sentence_transformers")
 from coevolve_engine.adapters.calls import parse_python_calls  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.shipped import bfcl_module  # noqa: E402
-from coevolve_engine.errors import CoevolveError  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.errors import CoevolveError  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.bootstrap import UnguidedSynthesizer  # noqa: E402
 from coevolve_engine.synthesis.candidates import write_candidates  # noqa: E402
 from coevolve_engine.synthesis.llm_synthesizer import check_kinds, draw_kinds  # noqa: E402

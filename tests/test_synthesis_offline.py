@@ -21,7 +21,7 @@ from coevolve_engine.adapters.environments.bfcl import task_edits as edits  # no
 from coevolve_engine.core.environment import replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.synthesizer import OfflineBFCLSynthesizer  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.candidates import (  # noqa: E402
     SYNTHESIZERS,
     Synthesizer,

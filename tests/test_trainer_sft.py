@@ -21,8 +21,8 @@ pytest.importorskip("bfcl_eval")
 
 import torch  # noqa: E402
 
-from coevolve_engine.errors import CoevolveError  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.errors import CoevolveError  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.trainers import TRAINERS, BatchSource  # noqa: E402
 
 TASKS = ["bfcl/multi_turn_base_100", "bfcl/multi_turn_base_116", "bfcl/multi_turn_base_142"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from coevolve_engine.core.rollout import Rollout
-from coevolve_engine.errors import CoevolveError
-from coevolve_engine.store import Store
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.store import Store
 from coevolve_engine.trainers import StoreSink
 
 

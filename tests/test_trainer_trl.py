@@ -19,7 +19,7 @@ pytest.importorskip("bfcl_eval")
 
 import torch  # noqa: E402
 
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.trainers import TRAINERS, BatchSource  # noqa: E402
 
 K = 4
@@ -168,7 +168,7 @@ def test_batch_source_refuses_bad_weights():
 
 
 def test_from_store_refuses_weights_on_tasks_it_does_not_hold(bfcl, tmp_path):
-    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.core.errors import CoevolveError
     from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig, TRLGRPOTrainer
 
     environment, tasks = bfcl
@@ -200,7 +200,7 @@ def test_registry_lists_trl_grpo():
 
 def test_batch_source_reads_a_rounds_stored_weights(tmp_path):
     from coevolve_engine.curriculum import compute_weights
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     from coevolve_engine.trainers import BatchSource
 
     db = tmp_path / "weights.duckdb"

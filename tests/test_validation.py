@@ -19,7 +19,7 @@ from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.core.environment import ToolCall, replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.task_edits import call_results  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.candidates import (  # noqa: E402
     Candidate,
     load_patterns,

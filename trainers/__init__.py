@@ -6,7 +6,7 @@
 Nothing heavy is imported here: torch, transformers and TRL load when a trainer is looked up.
 """
 
-from coevolve_engine.registry import Registry
+from coevolve_engine.core.registry import Registry
 
 from .base import BatchSource, StoreSink, TrainContext, Trainer, TrainReport, TrajectorySink, group_records
 

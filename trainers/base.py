@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.settings import coerce, field_types
 from coevolve_engine.core.weights import check_weights
-from coevolve_engine.registry import PluginContext
+from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.sink import StoreSink, TrajectorySink, group_records  # the store side of the contract
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class BatchSource:
                    wait: float = DEFAULT_WAIT_SECONDS) -> "BatchSource":
         """The weights a curriculum strategy stored for ``round`` (default: the latest) in ``task_weights``."""
         from coevolve_engine.core.weights import load_weights
-        from coevolve_engine.store import Store
+        from coevolve_engine.core.store import Store
 
         with Store(db, read_only=True, wait=wait) as store:
             weight_set = load_weights(store, round)
@@ -78,7 +78,7 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
     (``fixed``, and ``reserved``: fields the run decides another way)."""
     import dataclasses
 
-    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.core.errors import CoevolveError
 
     names = {f.name for f in dataclasses.fields(config_class)}
     unknown = sorted(set(options) - names)
@@ -192,7 +192,7 @@ class Trainer(ABC):
         import dataclasses
         import warnings
 
-        from coevolve_engine.errors import CoevolveError
+        from coevolve_engine.core.errors import CoevolveError
 
         hints = field_types(cls.options_class)
         stand_ins = {str: "", int: 0, float: 0.0, bool: True}

@@ -98,9 +98,9 @@ def demonstrations(
 
     task_ids: only these tasks (default: every task of the environment in the store).
     """
-    from coevolve_engine.errors import CoevolveError
+    from coevolve_engine.core.errors import CoevolveError
     from coevolve_engine.core.tasks import select_tasks
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     with Store(db, read_only=True, wait=wait) as store:
         tasks = select_tasks(store, environment.name, task_ids=task_ids)

@@ -50,7 +50,7 @@ from coevolve_engine.adapters.agents.player import Play
 from coevolve_engine.adapters.calls import parse_tool_call_text
 from coevolve_engine.core.environment import Episode, Observation, ToolCall
 from coevolve_engine.core.rollout import STOP_MAX_TOKENS, Rollout
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.trainers.export.verl_files import AGENT_LOOP
 
 INTERACTION = "coevolve"

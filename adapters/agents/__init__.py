@@ -10,8 +10,8 @@ Nothing heavy is imported here: litellm, torch and transformers load when an age
 from pathlib import Path
 from typing import Any, Mapping
 
-from coevolve_engine.errors import CoevolveError
-from coevolve_engine.registry import PluginContext, Registry
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.registry import PluginContext, Registry
 
 from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from .player import Play, play_all, run_episode, run_task, start_play

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..calls import ParsedCall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.registry import PluginContext
     from coevolve_engine.core.environment import Environment, Episode
     from coevolve_engine.core.rollout import Rollout
 

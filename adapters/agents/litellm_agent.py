@@ -26,7 +26,7 @@ from .base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, AgentFault, AgentO
 from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.registry import PluginContext
 
 
 def import_litellm() -> Any:

@@ -23,7 +23,7 @@ from .base import (MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, Agent, A
                    ModelReply)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.registry import PluginContext
 
 
 class LocalAgent(Agent):

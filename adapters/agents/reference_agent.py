@@ -26,7 +26,7 @@ from coevolve_engine.core.rollout import STOP_ERROR, Rollout
 from ..calls import ParsedCall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.registry import PluginContext
     from coevolve_engine.core.environment import Environment, ToolCall
 
 DEFAULT_REPLY = "Done."

@@ -21,7 +21,7 @@ from coevolve_engine.core.environment import (
     SpecError,
     ToolCall,
 )
-from coevolve_engine.registry import Registry
+from coevolve_engine.core.registry import Registry
 
 ENVIRONMENTS = Registry(
     "environment", entry_point_group="coevolve_engine.environments",

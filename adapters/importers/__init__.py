@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Protocol
 
 from coevolve_engine.core.json_input import read_json
-from coevolve_engine.errors import IngestError
-from coevolve_engine.registry import Registry
+from coevolve_engine.core.errors import IngestError
+from coevolve_engine.core.registry import Registry
 
 if TYPE_CHECKING:
-    from coevolve_engine.ingest import IngestReport
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.ingest import IngestReport
+    from coevolve_engine.core.store import Store
 
 IMPORTERS = Registry("rollout importer", entry_point_group="coevolve_engine.importers")
 

@@ -35,7 +35,7 @@ from typing import Any, Iterator
 from coevolve_engine.adapters.importers import ImportOptions, normalise_reward
 from coevolve_engine.core.ids import normalize_id
 from coevolve_engine.core.json_input import DuplicateKeyError, read_json
-from coevolve_engine.errors import IngestError
+from coevolve_engine.core.errors import IngestError
 
 _CONSUMED = ("input", "output", "gts", "score", "step", "task_id", "index", "uid", "messages", "actions",
              "success")

@@ -6,7 +6,7 @@ import click
 import duckdb
 
 from coevolve_engine import __version__
-from coevolve_engine.errors import CoevolveError, StoreDamagedError
+from coevolve_engine.core.errors import CoevolveError, StoreDamagedError
 
 
 class EngineGroup(click.Group):
@@ -18,7 +18,7 @@ class EngineGroup(click.Group):
         except CoevolveError as exc:
             raise click.ClickException(str(exc)) from exc
         except duckdb.Error as exc:
-            from coevolve_engine.store import is_damage
+            from coevolve_engine.core.store import is_damage
 
             if is_damage(exc):
                 raise click.ClickException(str(StoreDamagedError(_damaged_file(exc, ctx), "DuckDB could not read "

@@ -10,7 +10,7 @@ import polars as pl
 
 from coevolve_engine.cli.options import ROUND, db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, render_table, write_frame
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 class _StrategyHelp(click.Command):

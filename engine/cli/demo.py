@@ -44,7 +44,7 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     from coevolve_engine.loop.config_files import blame_override
     from coevolve_engine.loop.summary import loop_cost, rounds_table
     from coevolve_engine.progress import Display
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     folder.mkdir(parents=True, exist_ok=True)
     display = Display(verbose=verbose, log=folder / "run.log")

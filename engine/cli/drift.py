@@ -172,7 +172,7 @@ def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window,
     from the network)."""
     from contextlib import ExitStack
 
-    from coevolve_engine.outputs import check_output, write_output
+    from coevolve_engine.core.outputs import check_output, write_output
     from coevolve_engine.report import build_report
 
     check_output(output, "html", db=db, force=force)  # before the analysis, not after it

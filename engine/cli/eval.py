@@ -10,7 +10,7 @@ import click
 from coevolve_engine.adapters.agents.base import MAX_STEPS
 from coevolve_engine.cli.options import SEED, create_option, db_option, endpoint_options, require_store, wait_option
 from coevolve_engine.cli.rollout import episode_options
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 
 @click.command(name="eval", epilog="""\b
@@ -67,7 +67,7 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.cli.rollout import make_agent
     from coevolve_engine.evaluations import evaluate_agent, hold_out_category, select_eval_tasks
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     def note(message: str) -> None:
         click.echo(message, err=format_ == "json")

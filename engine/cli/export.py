@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import ROUND, db_option, renamed, require_store, wait_option
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 LAYOUTS = ("verl", "openrlhf")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from coevolve_engine.outputs import check_output, write_output
+from coevolve_engine.core.outputs import check_output, write_output
 
 OUTPUT_FORMATS = ("table", "json", "jsonl", "csv", "parquet")
 
@@ -120,7 +120,7 @@ def csv_ready(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def write_text_output(text: str, format_: str, output: Path | None, *, db: Path | None, force: bool) -> None:
-    """``text`` to ``output`` (checked: never the store, see ``coevolve_engine.outputs``) or standard output."""
+    """``text`` to ``output`` (checked: never the store, see ``coevolve_engine.core.outputs``) or standard output."""
     if output is not None:
         write_output(output, text, format_, db=db, force=force)
     else:

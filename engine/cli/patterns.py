@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import ROUND, SEED, STEP, db_option, long_job, signal_options, wait_option
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 def _counts(counts: dict[str, int]) -> str:

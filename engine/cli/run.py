@@ -116,7 +116,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     from coevolve_engine.progress import Display
 
     if log_path is not None:  # appended to, line by line: never the store, never a file of another kind
-        from coevolve_engine.outputs import check_output
+        from coevolve_engine.core.outputs import check_output
 
         check_output(log_path, "log", db=db)
     display = Display(verbose=verbose, log=log_path)
@@ -129,7 +129,7 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     if report.done:
         from coevolve_engine.cli.output import render_table
         from coevolve_engine.loop.summary import loop_cost, rounds_table
-        from coevolve_engine.store import Store
+        from coevolve_engine.core.store import Store
 
         with Store(db, read_only=True, wait=wait) as store:
             table, cost = rounds_table(store, config), loop_cost(store)

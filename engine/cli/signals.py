@@ -10,7 +10,7 @@ import click
 from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.signals import SignalParams, summarise
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 def _pct(part: int, whole: int) -> str:

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import create_option, db_option, renamed, require_store, wait_option
-from coevolve_engine.ingest import FORMATS, ingest_path
-from coevolve_engine.records import FIELDS
-from coevolve_engine import sqlfiles
-from coevolve_engine.store import Store, applied_migrations, check_intact, connect
+from coevolve_engine.core.ingest import FORMATS, ingest_path
+from coevolve_engine.core.records import FIELDS
+from coevolve_engine.core import sqlfiles
+from coevolve_engine.core.store import Store, applied_migrations, check_intact, connect
 
 
 def _sample_files() -> list[tuple[str, str]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import ROUND, db_option, endpoint_options, long_job, wait_option
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 QUERY_HINT = "select pattern_id, summary->>'failure_cause' from failure_patterns"
 

@@ -12,7 +12,7 @@ from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_STEPS
 from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
@@ -90,7 +90,7 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
     The tasks that each pattern's member trajectories attempted are the seeds; the pattern's dominant signal
     (forgetting, boundary, rare) decides how they are varied. Candidates already stored are not added again.
     """
-    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.registry import PluginContext
     from coevolve_engine.synthesis.candidates import synthesize as propose
 
     options: dict = {}

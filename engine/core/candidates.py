@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 from coevolve_engine.core.ids import spec_json, synthesized_task_id
 
 if TYPE_CHECKING:
-    from coevolve_engine.registry import PluginContext
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.registry import PluginContext
+    from coevolve_engine.core.store import Store
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping
 
 if TYPE_CHECKING:
-    from coevolve_engine.registry import PluginContext
+    from coevolve_engine.core.registry import PluginContext
 
 
 @dataclass(frozen=True)

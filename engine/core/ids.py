@@ -2,7 +2,7 @@
 value, so equal values give equal ids).
 
 The rule for ids (``ID_FIELDS`` of task and trajectory records), applied where every record enters the store
-(``coevolve_engine.ingest``: files, ``Store.add_records``, imported rollouts, bootstrap and synthesized tasks):
+(``coevolve_engine.core.ingest``: files, ``Store.add_records``, imported rollouts, bootstrap and synthesized tasks):
 
 - an id is compared in Unicode NFC form: it is normalized to NFC when it enters the store, so the composed and
   decomposed spellings of one name (``é`` and ``e`` + U+0301) are one task, not two;

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 import numpy as np
 
 from coevolve_engine.core.weights import check_weights
-from coevolve_engine.errors import CurriculumError
+from coevolve_engine.core.errors import CurriculumError
 
 #: the most indices one batch may hold (groups_per_step * group_size): a batch is drawn and held in memory at once
 MAX_BATCH_ROWS = 10_000_000

@@ -105,8 +105,8 @@ class StoreSink(TrajectorySink):
         self._kept = []
 
     def _write(self, steps: Sequence[tuple[int, Sequence[tuple[str, Sequence["Rollout"]]]]], *, name: str) -> None:
-        from coevolve_engine.errors import CoevolveError
-        from coevolve_engine.store import Store
+        from coevolve_engine.core.errors import CoevolveError
+        from coevolve_engine.core.store import Store
 
         started = time.perf_counter()
         records: list[dict[str, Any]] = []

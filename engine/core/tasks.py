@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from coevolve_engine.core.ids import normalize_id
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 SELECT_TASKS_SQL = """
 SELECT task_id, spec

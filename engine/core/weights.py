@@ -13,8 +13,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from coevolve_engine.errors import CurriculumError
-from coevolve_engine.store import Store
+from coevolve_engine.core.errors import CurriculumError
+from coevolve_engine.core.store import Store
 
 
 @dataclass(frozen=True)

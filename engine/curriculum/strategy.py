@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Mapping
 import polars as pl
 
 from coevolve_engine.core.settings import coerce, field_types, help_of
-from coevolve_engine.errors import CoevolveError, CurriculumError
-from coevolve_engine.registry import Registry
+from coevolve_engine.core.errors import CoevolveError, CurriculumError
+from coevolve_engine.core.registry import Registry
 from coevolve_engine.signals import SignalParams
 
 STRATEGIES = Registry("curriculum strategy", entry_point_group="coevolve_engine.strategies")

@@ -17,7 +17,7 @@ from coevolve_engine.core.weights import (  # the read side, shared with trainer
 from coevolve_engine.curriculum.strategy import CurriculumError, CurriculumStrategy, load_strategy
 from coevolve_engine.signals import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 SIGNAL_COMPONENTS = ("forgetting", "boundary", "rare")
 

@@ -25,9 +25,9 @@ import polars as pl
 
 from coevolve_engine.curriculum.weights import CHANGES_SQL
 from coevolve_engine.embeddings import DEFAULT_MODEL, Embedder, VectorCache, text_hash
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.signal_params import SignalParams, signal_setting
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 _NEW_WEIGHTS = "FROM new_weights)"
 if CHANGES_SQL.count(_NEW_WEIGHTS) != 1:  # pragma: no cover - guards the reuse below against edits there

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from coevolve_engine import sqlfiles
-from coevolve_engine.errors import StoreError
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store, applied_migrations, connect, missing_store
+from coevolve_engine.core import sqlfiles
+from coevolve_engine.core.errors import StoreError
+from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store, applied_migrations, connect, missing_store
 
 
 @dataclass(frozen=True)

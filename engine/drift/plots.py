@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from coevolve_engine.drift.metrics import DriftReport
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 #: every figure; the report leads with KEY_FIGURES (the result) and folds the others below
 FIGURES = ("heldout", "signals", "growth", "acceptance", "eval", "distribution", "patterns", "success", "diversity",
@@ -432,9 +432,9 @@ def figure_png(name: str, reports: list[DriftReport]) -> bytes:
 
 def write_figures(reports: list[DriftReport], folder: Path, *, force: bool = False) -> list[Path]:
     """Every figure as ``folder/<name>.png`` (over step windows, those of ``figure_sets``); returns the paths. Each
-    is written as every output is (``coevolve_engine.outputs``): never over a DuckDB file, nor, without ``force``,
+    is written as every output is (``coevolve_engine.core.outputs``): never over a DuckDB file, nor, without ``force``,
     over a file of another kind."""
-    from coevolve_engine.outputs import check_output, write_output
+    from coevolve_engine.core.outputs import check_output, write_output
 
     folder.mkdir(parents=True, exist_ok=True)
     names = [n for part in figure_sets(reports) for n in part]

@@ -17,7 +17,7 @@ from typing import Any
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS
 from coevolve_engine.core.settings import setting
 from coevolve_engine.core.signal_params import SignalParams, signal_setting
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.rollouts import MAX_GROUP_SIZE
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD

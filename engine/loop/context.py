@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.loop.config import RunConfig
 from coevolve_engine.progress import detail
-from coevolve_engine.registry import PluginContext
-from coevolve_engine.store import Store
+from coevolve_engine.core.registry import PluginContext
+from coevolve_engine.core.store import Store
 
 
 class RunError(CoevolveError):

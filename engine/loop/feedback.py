@@ -16,7 +16,7 @@ from coevolve_engine.loop.context import RunContext, phase_label
 from coevolve_engine.loop.ledger import round_steps
 from coevolve_engine.loop.summary import ROUND_SIGNALS_SQL, pct, round_totals
 from coevolve_engine.progress import advance
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 def signals(run: RunContext, round_: int, label: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from coevolve_engine.loop.config import ConfigError
 from coevolve_engine.loop.config_files import config_from_dict, differences
 from coevolve_engine.loop.context import RunContext, RunError
 from coevolve_engine.loop.summary import to_json
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 #: writes that must land with a phase's 'finished' mark: (context, round, store, outputs) -> outputs
 Commit = Callable[[RunContext, int, Store, dict[str, Any]], dict[str, Any]]
@@ -43,7 +43,7 @@ class Ledger:
 
     def start(self, round_: int, phase: str) -> bool:
         """Record that the phase starts; True when an earlier attempt was interrupted."""
-        from coevolve_engine.lease import heartbeat
+        from coevolve_engine.core.lease import heartbeat
 
         with self.run.store() as store, store.transaction() as con:
             heartbeat(con)

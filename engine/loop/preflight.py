@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.loop.config import MODEL_ROLES, ConfigError
 from coevolve_engine.loop.context import RunContext
 

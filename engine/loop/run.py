@@ -35,7 +35,7 @@ from coevolve_engine.loop.ledger import Ledger, warmup_checkpoint  # the latter:
 from coevolve_engine.loop.phases import BY_NAME, FEEDBACK_PHASES, PHASES, describe, planned
 from coevolve_engine.loop.summary import round_line
 from coevolve_engine.progress import progress
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS
 
 __all__ = ["FEEDBACK_PHASES", "PHASES", "PhaseResult", "RunError", "RunLoop", "RunReport", "warmup_checkpoint"]
 
@@ -76,7 +76,7 @@ class RunLoop:
 
     def run(self) -> RunReport:
         """Check the whole configuration, take the store's lease, then run every unfinished phase in order."""
-        from coevolve_engine.lease import hold_lease
+        from coevolve_engine.core.lease import hold_lease
         from coevolve_engine.loop.preflight import check_plugins
 
         run = self.context

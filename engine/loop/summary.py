@@ -11,7 +11,7 @@ from typing import Any
 
 from coevolve_engine.loop.config import RunConfig
 from coevolve_engine.loop_cost import PAPER_COST, loop_cost_numbers, percent
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 ROUND_SIGNALS_SQL = """
 SELECT signal, count(DISTINCT trajectory_id) AS trajectories, count(DISTINCT task_id) AS tasks

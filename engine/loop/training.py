@@ -15,7 +15,7 @@ from coevolve_engine.loop.config import checkpoint_folder
 from coevolve_engine.loop.context import RunContext, RunError
 from coevolve_engine.loop.ledger import round_row, warmup_checkpoint
 from coevolve_engine.loop.summary import pct, plain_outputs, round_totals
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:

@@ -34,13 +34,13 @@ import numpy as np
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.embeddings import text_hash
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, Clustering, cluster_vectors
 from coevolve_engine.patterns.render import MAX_CHARS, render_row, task_text
 from coevolve_engine.patterns.select import explain_none_flagged, latest_step, ordered_signals, select_flagged
 from coevolve_engine.patterns.write import MemberRow, PatternRow, build_rows, check_round, next_round, write_rows
 from coevolve_engine.signals import SignalParams
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 if TYPE_CHECKING:
     from coevolve_engine.embeddings import Embedder

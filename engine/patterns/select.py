@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.signals import SignalParams
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 SIGNALS = ("forgetting", "boundary", "rare")  # also the order that breaks ties between dominant signals
 

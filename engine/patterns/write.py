@@ -19,9 +19,9 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.patterns.select import SIGNALS
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 
 @dataclass(frozen=True)

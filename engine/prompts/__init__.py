@@ -22,7 +22,7 @@ from functools import cache
 from importlib.resources import files
 from string import Template
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 _VERSION = re.compile(r"^<!--\s*version:\s*([A-Za-z0-9._-]+)\s*-->\s*$")
 _ROLE = re.compile(r"^<!--\s*role:\s*(system|user|assistant)\s*-->\s*$", re.MULTILINE)

@@ -15,7 +15,7 @@ import html
 from typing import Any
 
 from coevolve_engine.loop_cost import LABEL, LOOP_COST_SQL, percent
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 HEADLINE_SQL = f"""
 WITH cost AS ({LOOP_COST_SQL.strip()}),

@@ -33,7 +33,7 @@ from coevolve_engine.drift import DriftParams, DriftReport, compare, compute_dri
 from coevolve_engine.drift.plots import drawable, figure_png, figure_sets
 from coevolve_engine.report import steps as by_steps
 from coevolve_engine.report.headline import HEADLINE_SQL, headline, render as render_headline
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 _STYLE = """

@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.prompts import load_prompt
-from coevolve_engine.registry import PluginContext
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.core.registry import PluginContext
+from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer, check_kinds

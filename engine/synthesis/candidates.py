@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.candidates import (  # the contract synthesizers build on
     Candidate,
     FailurePattern,
@@ -35,12 +35,12 @@ from coevolve_engine.core.candidates import (  # the contract synthesizers build
     quotas,
 )
 from coevolve_engine.core.ids import canonical_json, spec_hash, spec_json, synthesized_task_id
-from coevolve_engine.registry import PluginContext, Registry
+from coevolve_engine.core.registry import PluginContext, Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 VERDICTS = ("pending", "accepted", "rejected")
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterable
 from coevolve_engine.core.ids import spec_json
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
     from coevolve_engine.synthesis.candidates import Candidate
 
 DEFAULT_THRESHOLD = 0.8

@@ -14,7 +14,7 @@ from typing import Any
 
 from coevolve_engine.llm import LLMClient, LLMError
 from coevolve_engine.prompts import load_prompt
-from coevolve_engine.store import Store
+from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import Candidate
 
 VERDICT_SCHEMA: dict[str, Any] = {

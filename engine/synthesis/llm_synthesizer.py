@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, Agent, AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError
 from coevolve_engine.prompts import Prompt, load_prompt
 from coevolve_engine.core.candidates import Candidate, FailurePattern, Synthesizer
-from coevolve_engine.registry import PluginContext
+from coevolve_engine.core.registry import PluginContext
 
 if TYPE_CHECKING:
     from coevolve_engine.core.rollout import Rollout
     from coevolve_engine.core.environment import Environment
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 EXPLORE_PROMPTS = {"forgetting": "explore_forgetting", "boundary": "explore_boundary", "rare": "explore_rare"}
 NAME = "llm"

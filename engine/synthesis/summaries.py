@@ -22,11 +22,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError, LLMUsage
 from coevolve_engine.patterns.render import render_row, task_text
 from coevolve_engine.prompts import load_prompt
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 
 PROMPT_NAME = "summary"
 PURPOSE = "summary"

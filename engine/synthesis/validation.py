@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from coevolve_engine.embeddings import text_hash
-from coevolve_engine.errors import CoevolveError, IngestError
-from coevolve_engine.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.core.errors import CoevolveError, IngestError
+from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis import contamination
 from coevolve_engine.synthesis.candidates import (
     Candidate,

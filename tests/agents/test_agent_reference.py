@@ -12,7 +12,7 @@ pytest.importorskip("bfcl_eval")
 
 from coevolve_engine.adapters.agents import AGENTS, run_rollouts  # noqa: E402
 from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 TASKS = ["bfcl/multi_turn_base_0", "bfcl/multi_turn_base_100", "bfcl/multi_turn_base_66"]  # sorted
 

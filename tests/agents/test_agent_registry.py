@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from coevolve_engine.adapters.agents import AGENTS
-from coevolve_engine.registry import RegistryError
+from coevolve_engine.core.registry import RegistryError
 
 
 def test_builtins_are_registered_and_load():

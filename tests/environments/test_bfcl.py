@@ -18,7 +18,7 @@ from environment_contract import EnvironmentContract  # noqa: E402
 from coevolve_engine.adapters.environments import ENVIRONMENTS, load_environment  # noqa: E402
 from coevolve_engine.core.environment import SpecError, ToolCall, replay  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment  # noqa: E402
-from coevolve_engine.registry import RegistryError  # noqa: E402
+from coevolve_engine.core.registry import RegistryError  # noqa: E402
 
 SAMPLE_IDS = [
     "multi_turn_base_0",  # positional ground truth: sort('final_report.pdf')

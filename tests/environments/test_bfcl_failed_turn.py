@@ -27,7 +27,7 @@ from coevolve_engine.adapters.calls import parameter_order  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.specs import multi_turn_docs  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
 from coevolve_engine.core.tasks import select_tasks  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 CATEGORIES = ("multi_turn_base", "multi_turn_long_context")
 PER_CATEGORY = 2

@@ -43,7 +43,7 @@ from coevolve_engine.adapters.calls import parameter_order  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.specs import multi_turn_docs  # noqa: E402
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.store import Store  # noqa: E402
+from coevolve_engine.core.store import Store  # noqa: E402
 
 #: per category, the script kind of each task; tasks of different categories are taken at different indices
 #: (the categories share their questions index by index, and a script is found by the task's first question)

@@ -134,7 +134,7 @@ def test_tasks_import_takes_the_split_as_its_category(tmp_path, test_tasks):
     from click.testing import CliRunner
 
     from coevolve_engine.cli import cli
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     db = tmp_path / "store.duckdb"
     command = ["tasks", "import", "calc", "--category", "test", "--limit", "12", "--create", "--db", str(db)]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coevolve_engine.outputs import check_output, write_output
+from coevolve_engine.core.outputs import check_output, write_output
 from coevolve_engine.trainers.export.layouts import ExportTask, openrlhf_record, verl_row
 from coevolve_engine.trainers.export.verl_files import (
     AGENT_LOOP,
@@ -38,7 +38,7 @@ from coevolve_engine.trainers.export.weights import (
 )
 
 if TYPE_CHECKING:
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 FORMATS = ("verl", "openrlhf")
 DATA_FILES = {"verl": "train.parquet", "openrlhf": "train.jsonl"}
@@ -146,7 +146,7 @@ def export_round(
     the store; otherwise the weights are read from ``task_weights`` for ``weights_from_round`` (default
     ``round``), or every task gets weight 1 with ``uniform=True``. ``interaction`` and ``tools`` name the
     verl interaction and tools that receive the task (see ``layouts``). Files are written as every output is
-    (``coevolve_engine.outputs``): never over the store, nor, without ``force``, over a file of another kind.
+    (``coevolve_engine.core.outputs``): never over the store, nor, without ``force``, over a file of another kind.
     """
     if format not in FORMATS:
         raise ExportError(f"unknown export format {format!r}; known: {', '.join(FORMATS)}")

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coevolve_engine.outputs import write_output
+from coevolve_engine.core.outputs import write_output
 
 if TYPE_CHECKING:
     from coevolve_engine.trainers.export.layouts import EpisodeOpening, ExportTask

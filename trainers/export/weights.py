@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from coevolve_engine.core.weights import check_weights
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 if TYPE_CHECKING:
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 WEIGHTS_TABLE = "task_weights"
 

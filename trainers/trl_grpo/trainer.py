@@ -234,9 +234,9 @@ class TRLGRPOTrainer(Trainer):
     ) -> "TRLGRPOTrainer":
         """A trainer on the store's tasks that ``source`` names, writing its rollouts back to the same store
         (through ``sink``, default a ``StoreSink`` on ``db``)."""
-        from coevolve_engine.errors import CoevolveError
+        from coevolve_engine.core.errors import CoevolveError
         from coevolve_engine.core.tasks import select_tasks
-        from coevolve_engine.store import Store
+        from coevolve_engine.core.store import Store
         from coevolve_engine.core.sink import StoreSink
 
         with Store(db, read_only=True, wait=wait) as store:
@@ -355,7 +355,7 @@ def _global_step(checkpoint: str | None) -> int:
         return 0
     state = Path(checkpoint) / "trainer_state.json"
     if not state.exists():
-        from coevolve_engine.errors import CoevolveError
+        from coevolve_engine.core.errors import CoevolveError
 
         raise CoevolveError(f"resume_from: {checkpoint} is not a checkpoint a trl-grpo round saved (no "
                             f"{state.name}); its optimization cannot be continued (trainer.optimization = \"round\" "

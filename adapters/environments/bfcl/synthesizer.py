@@ -31,7 +31,7 @@ from coevolve_engine.core.candidates import Candidate, FailurePattern, Synthesiz
 from coevolve_engine.core.ids import spec_hash
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 Spec = dict[str, Any]
 

@@ -58,7 +58,7 @@ from coevolve_engine.core.candidates import Candidate, FailurePattern, Synthesiz
 from coevolve_engine.core.ids import spec_hash
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 NAME = "offline:calc"
 #: How many moves away from the seed's cell, per dominant signal.

@@ -25,10 +25,10 @@ from typing import Any, Iterator, Mapping
 import duckdb
 import polars as pl
 
-from coevolve_engine import sqlfiles
+from coevolve_engine.core import sqlfiles
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
-from coevolve_engine.sqlident import quote_ident
-from coevolve_engine.errors import StoreDamagedError, StoreError, StoreLockedError
+from coevolve_engine.core.sqlident import quote_ident
+from coevolve_engine.core.errors import StoreDamagedError, StoreError, StoreLockedError
 
 DEFAULT_DB = "coevolve.duckdb"
 
@@ -343,19 +343,19 @@ class Store:
 
     def ingest_trajectories(self, path: str | os.PathLike[str], *, format: str | None = None,
                             create_tasks: bool = False):
-        """Ingest one file of trajectory records as one unit; see ``coevolve_engine.ingest``."""
-        from coevolve_engine.ingest import ingest_file
+        """Ingest one file of trajectory records as one unit; see ``coevolve_engine.core.ingest``."""
+        from coevolve_engine.core.ingest import ingest_file
 
         return ingest_file(self, Path(path), kind="trajectories", format=format, create_tasks=create_tasks)
 
     def add_records(self, kind: str, records, *, label: str = "records", create_tasks: bool = False):
         """Ingest in-memory records ('trajectories' or 'tasks') as one unit, with the same checks as files."""
-        from coevolve_engine.ingest import ingest_records
+        from coevolve_engine.core.ingest import ingest_records
 
         return ingest_records(self, records, kind=kind, label=label, create_tasks=create_tasks)
 
     def ingest_tasks(self, path: str | os.PathLike[str], *, format: str | None = None):
-        """Ingest one file of task records as one unit; see ``coevolve_engine.ingest``."""
-        from coevolve_engine.ingest import ingest_file
+        """Ingest one file of task records as one unit; see ``coevolve_engine.core.ingest``."""
+        from coevolve_engine.core.ingest import ingest_file
 
         return ingest_file(self, Path(path), kind="tasks", format=format)

@@ -11,7 +11,7 @@ fields plus ``_line`` (the line of a JSON-lines file, the 1-based row of the oth
 5. new records are inserted, inside one transaction with the ``ingests`` row that records the file.
 
 Steps 1-4 run on a private in-memory DuckDB, against a copy of the stored rows the checks need
-(``coevolve_engine.ingest_store``); only step 5 needs the store's lock, and it first rechecks whatever another
+(``coevolve_engine.core.ingest_store``); only step 5 needs the store's lock, and it first rechecks whatever another
 writer ingested since that copy was read. ``ingest_path`` holds the lock for step 5 alone; ``ingest_file`` and
 ``ingest_records`` work in a store the caller holds open. Any failure leaves the store exactly as it was.
 """
@@ -29,12 +29,12 @@ import duckdb
 import pyarrow as pa
 from duckdb import sqltypes
 
-from coevolve_engine import sqlfiles
+from coevolve_engine.core import sqlfiles
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.ids import ID_FIELDS, MAX_ID_LENGTH
 from coevolve_engine.core.json_input import MAX_JSON_DEPTH, json_depth
-from coevolve_engine.errors import IngestError
-from coevolve_engine.ingest_sources import (
+from coevolve_engine.core.errors import IngestError
+from coevolve_engine.core.ingest_sources import (
     FORMATS,
     SOURCE,
     detect_format,
@@ -42,12 +42,12 @@ from coevolve_engine.ingest_sources import (
     open_source,
     table_from_records,
 )
-from coevolve_engine.ingest_store import catch_up, read_mirror
-from coevolve_engine.records import FIELDS, KIND_NAMES, Field
-from coevolve_engine.sqlident import quote_ident
+from coevolve_engine.core.ingest_store import catch_up, read_mirror
+from coevolve_engine.core.records import FIELDS, KIND_NAMES, Field
+from coevolve_engine.core.sqlident import quote_ident
 
 if TYPE_CHECKING:
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
 __all__ = ["FORMATS", "IngestReport", "detect_format", "ingest_file", "ingest_path", "ingest_records"]
 
@@ -523,7 +523,7 @@ def ingest_path(db: Path, path: Path, *, kind: str, format: str | None = None, c
     """``ingest_file`` on the store at ``db`` (which must exist, migrated), holding its lock only to insert: the
     file is read and checked first, the stored rows the checks need are read in a short read-only open, and
     the write open rechecks whatever another writer added meanwhile."""
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     fmt = detect_format(path, format)
 

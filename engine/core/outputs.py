@@ -22,7 +22,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 #: what each kind of output is called in messages (the last three are kinds an existing file may hold)
 KINDS = {"html": "an HTML page", "parquet": "a Parquet file", "png": "a PNG image", "csv": "a CSV file",

@@ -3,7 +3,7 @@ record fields plus ``_line`` (the line of a JSON-lines file, the 1-based row of 
 
 JSON lines (and a JSON file holding one array of records) are parsed and type-checked here, record by record, so
 a bad line (record) is named exactly; Parquet and datasets carry their own column types, which
-``coevolve_engine.ingest`` checks.
+``coevolve_engine.core.ingest`` checks.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import duckdb
 import pyarrow as pa
 
 from coevolve_engine.core.json_input import MAX_JSON_DEPTH, DuplicateKeyError, read_json
-from coevolve_engine.errors import IngestError
-from coevolve_engine.records import KIND_NAMES, Field, json_kind, matches
+from coevolve_engine.core.errors import IngestError
+from coevolve_engine.core.records import KIND_NAMES, Field, json_kind, matches
 
 FORMATS = ("jsonl", "json", "parquet", "dataset")
 #: fields only a task record has, and only a trajectory record has: a file of the other kind is named as such

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from coevolve_engine.errors import StoreError
+from coevolve_engine.core.errors import StoreError
 
 
 class StoreBusyError(StoreError):
@@ -147,7 +147,7 @@ def heartbeat(con) -> None:
 def hold_lease(db: str | os.PathLike[str], command: str, *, wait: float, create: bool = False,
                echo: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the lease of the store at ``db`` for the ``with`` block (re-entrant within one process)."""
-    from coevolve_engine.store import Store
+    from coevolve_engine.core.store import Store
 
     with Store(db, wait=wait, create=create) as store:
         taken = acquire(store, command, echo=echo)

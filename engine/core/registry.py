@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
-from coevolve_engine.errors import CoevolveError
+from coevolve_engine.core.errors import CoevolveError
 
 
 class RegistryError(CoevolveError, LookupError):
