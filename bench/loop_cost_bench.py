@@ -180,21 +180,35 @@ def section_demo(folder: Path, args) -> None:
 
 @contextmanager
 def ingest_as_of(commit: str):
-    """The ingest modules as they were at ``commit`` (from git), in place of the installed ones."""
+    """The ingest modules as they were at ``commit`` (from git), in place of the installed ones.
+
+    A commit from before the store moved into ``engine/core/`` has them at ``engine/`` and imports the core
+    modules by their old names (``coevolve_engine.errors``): those names point at the installed modules meanwhile.
+    """
+    import importlib
     import types
 
     repo = Path(__file__).resolve().parent.parent
-    names = {"coevolve_engine.core.records": "engine/core/records.py", "coevolve_engine.core.ingest_sources": "engine/core/ingest_sources.py",
-             "coevolve_engine.core.ingest": "engine/core/ingest.py"}
-    saved = {name: sys.modules.get(name) for name in names}
+    names = ("records", "ingest_sources", "ingest")
+    old_names = ("store", "registry", "errors", "sqlfiles", "sqlident", "records", "ingest", "ingest_sources",
+                 "ingest_store", "outputs", "lease")
+    touched = [f"coevolve_engine.core.{n}" for n in names] + [f"coevolve_engine.{n}" for n in old_names]
+    saved = {name: sys.modules.get(name) for name in touched}
     try:
-        for name, path in names.items():
-            source = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], check=True,
-                                    capture_output=True, text=True).stdout
-            module = types.ModuleType(name)
+        for name in old_names:
+            sys.modules[f"coevolve_engine.{name}"] = importlib.import_module(f"coevolve_engine.core.{name}")
+        for name in names:
+            for path in (f"engine/core/{name}.py", f"engine/{name}.py"):
+                shown = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True,
+                                       text=True)
+                if shown.returncode == 0:
+                    break
+            else:
+                raise SystemExit(f"--ingest-before {commit}: no {name}.py under engine/core/ or engine/")
+            module = types.ModuleType(f"coevolve_engine.core.{name}")
             module.__file__ = f"{commit}:{path}"
-            sys.modules[name] = module
-            exec(compile(source, module.__file__, "exec"), module.__dict__)
+            sys.modules[f"coevolve_engine.core.{name}"] = sys.modules[f"coevolve_engine.{name}"] = module
+            exec(compile(shown.stdout, module.__file__, "exec"), module.__dict__)
         yield
     finally:
         for name, module in saved.items():
