@@ -11,8 +11,7 @@ import pytest
 
 from coevolve_engine.core import ingest as ingest_module
 from coevolve_engine.core.errors import IngestError
-from coevolve_engine.core.ingest import ingest_path
-from coevolve_engine.core.store import Store
+from coevolve_engine.core.store import Store, ingest_path
 from conftest import write_jsonl
 
 ENGINE = [sys.executable, "-m", "coevolve_engine.cli"]

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import create_option, db_option, renamed, require_store, wait_option
-from coevolve_engine.core.ingest import FORMATS, ingest_path
+from coevolve_engine.core.ingest import FORMATS
 from coevolve_engine.core.records import FIELDS
 from coevolve_engine.core import sqlfiles
-from coevolve_engine.core.store import Store, applied_migrations, check_intact, connect
+from coevolve_engine.core.store import Store, applied_migrations, check_intact, connect, ingest_path
 
 
 def _sample_files() -> list[tuple[str, str]]:

@@ -12,8 +12,11 @@ fields plus ``_line`` (the line of a JSON-lines file, the 1-based row of the oth
 
 Steps 1-4 run on a private in-memory DuckDB, against a copy of the stored rows the checks need
 (``coevolve_engine.core.ingest_store``); only step 5 needs the store's lock, and it first rechecks whatever another
-writer ingested since that copy was read. ``ingest_path`` holds the lock for step 5 alone; ``ingest_file`` and
-``ingest_records`` work in a store the caller holds open. Any failure leaves the store exactly as it was.
+writer ingested since that copy was read. ``ingest_file`` and ``ingest_records`` work in a store the caller holds
+open; ``ingest_opened`` opens it through the caller's opener, for the read and again for step 5 alone (the store's
+``ingest_path`` opens it by path so, holding its lock only to insert). Any failure leaves the store exactly as it
+was. The ingest needs only an open store's connection, transaction and mode (``OpenStore``): the store module
+builds on it, not the other way round.
 """
 
 from __future__ import annotations
@@ -23,14 +26,13 @@ import json
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable
+from typing import Any, Callable, ContextManager, Iterable, Protocol
 
 import duckdb
 import pyarrow as pa
 from duckdb import sqltypes
 
 from coevolve_engine.core import sqlfiles
-from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.ids import ID_FIELDS, MAX_ID_LENGTH
 from coevolve_engine.core.json_input import MAX_JSON_DEPTH, json_depth
 from coevolve_engine.core.errors import IngestError
@@ -46,10 +48,7 @@ from coevolve_engine.core.ingest_store import catch_up, read_mirror
 from coevolve_engine.core.records import FIELDS, KIND_NAMES, Field
 from coevolve_engine.core.sqlident import quote_ident
 
-if TYPE_CHECKING:
-    from coevolve_engine.core.store import Store
-
-__all__ = ["FORMATS", "IngestReport", "detect_format", "ingest_file", "ingest_path", "ingest_records"]
+__all__ = ["FORMATS", "IngestReport", "OpenStore", "detect_format", "ingest_file", "ingest_opened", "ingest_records"]
 
 _STAGED = "ingest_staged"
 
@@ -507,35 +506,40 @@ def _insert_tasks(prepared: dict[str, pa.Table], con: duckdb.DuckDBPyConnection,
 
 # -- one unit of work --------------------------------------------------------------------------------
 
-def ingest_file(store: "Store", path: Path, *, kind: str, format: str | None = None,
+class OpenStore(Protocol):
+    """What an ingest needs of an open store (``coevolve_engine.core.store.Store`` is one)."""
+
+    con: duckdb.DuckDBPyConnection
+    read_only: bool
+
+    def transaction(self) -> ContextManager[duckdb.DuckDBPyConnection]: ...
+
+
+#: opens the store for reading (True) or for writing (False); the context manager closes it, or leaves it open
+Opener = Callable[[bool], ContextManager[OpenStore]]
+
+
+def ingest_file(store: OpenStore, path: Path, *, kind: str, format: str | None = None,
                 create_tasks: bool = False) -> IngestReport:
     """Validate and ingest one file of ``kind`` ('trajectories' or 'tasks') as one transaction of the open
     ``store``. Trajectories must name stored tasks, unless ``create_tasks`` stores a placeholder task for each id
-    the store lacks. The file is read and checked on a private connection; ``ingest_path`` also leaves the store
-    unlocked meanwhile."""
+    the store lacks. The file is read and checked on a private connection."""
+    return ingest_opened(_held(store, str(path)), path, kind=kind, format=format, create_tasks=create_tasks)
+
+
+def ingest_opened(open_store: Opener, path: Path, *, kind: str, format: str | None = None,
+                  create_tasks: bool = False) -> IngestReport:
+    """``ingest_file`` with the store opened through ``open_store``: once read-only for the stored rows the checks
+    need, once for writing to insert, after the file is read and checked (so an opener that opens the store
+    afresh each time holds its lock only to insert)."""
     fmt = detect_format(path, format)
-    return _ingest(_held(store, str(path)), str(path), fmt, kind,
-                   lambda con: open_source(con, path, fmt, FIELDS[kind]), create_tasks=create_tasks)
-
-
-def ingest_path(db: Path, path: Path, *, kind: str, format: str | None = None, create_tasks: bool = False,
-                wait: float = DEFAULT_WAIT_SECONDS) -> IngestReport:
-    """``ingest_file`` on the store at ``db`` (which must exist, migrated), holding its lock only to insert: the
-    file is read and checked first, the stored rows the checks need are read in a short read-only open, and
-    the write open rechecks whatever another writer added meanwhile."""
-    from coevolve_engine.core.store import Store
-
-    fmt = detect_format(path, format)
-
-    def opened(read_only: bool) -> "Store":  # a Store is its own context manager: opened here, closed by the with
-        return Store(db, read_only=read_only, create=False, wait=wait)
-
-    return _ingest(opened, str(path), fmt, kind, lambda con: open_source(con, path, fmt, FIELDS[kind]),
+    return _ingest(open_store, str(path), fmt, kind, lambda con: open_source(con, path, fmt, FIELDS[kind]),
                    create_tasks=create_tasks)
 
 
 def ingest_records(
-    store: "Store", records: Iterable[dict[str, Any]], *, kind: str, label: str = "records", create_tasks: bool = False
+    store: OpenStore, records: Iterable[dict[str, Any]], *, kind: str, label: str = "records",
+    create_tasks: bool = False,
 ) -> IngestReport:
     """Validate and ingest in-memory records (dicts in the record format) as one transaction; errors name
     ``label`` and the record's 1-based position."""
@@ -549,10 +553,7 @@ def ingest_records(
     return _ingest(_held(store, label), label, "records", kind, register, create_tasks=create_tasks)
 
 
-Opener = Callable[[bool], ContextManager["Store"]]
-
-
-def _held(store: "Store", label: str) -> Opener:
+def _held(store: OpenStore, label: str) -> Opener:
     """The opener of a store the caller holds open: the same store for reading and for writing."""
     if store.read_only:
         raise IngestError(label, "the store is open read-only")

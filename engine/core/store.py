@@ -29,6 +29,7 @@ from coevolve_engine.core import sqlfiles
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.sqlident import quote_ident
 from coevolve_engine.core.errors import StoreDamagedError, StoreError, StoreLockedError
+from coevolve_engine.core.ingest import IngestReport, ingest_file, ingest_opened, ingest_records
 
 DEFAULT_DB = "coevolve.duckdb"
 
@@ -342,20 +343,25 @@ class Store:
     # -- ingest ------------------------------------------------------------------------------------
 
     def ingest_trajectories(self, path: str | os.PathLike[str], *, format: str | None = None,
-                            create_tasks: bool = False):
+                            create_tasks: bool = False) -> IngestReport:
         """Ingest one file of trajectory records as one unit; see ``coevolve_engine.core.ingest``."""
-        from coevolve_engine.core.ingest import ingest_file
-
         return ingest_file(self, Path(path), kind="trajectories", format=format, create_tasks=create_tasks)
 
-    def add_records(self, kind: str, records, *, label: str = "records", create_tasks: bool = False):
+    def add_records(self, kind: str, records, *, label: str = "records", create_tasks: bool = False) -> IngestReport:
         """Ingest in-memory records ('trajectories' or 'tasks') as one unit, with the same checks as files."""
-        from coevolve_engine.core.ingest import ingest_records
-
         return ingest_records(self, records, kind=kind, label=label, create_tasks=create_tasks)
 
-    def ingest_tasks(self, path: str | os.PathLike[str], *, format: str | None = None):
+    def ingest_tasks(self, path: str | os.PathLike[str], *, format: str | None = None) -> IngestReport:
         """Ingest one file of task records as one unit; see ``coevolve_engine.core.ingest``."""
-        from coevolve_engine.core.ingest import ingest_file
-
         return ingest_file(self, Path(path), kind="tasks", format=format)
+
+
+def ingest_path(db: str | os.PathLike[str], path: str | os.PathLike[str], *, kind: str, format: str | None = None,
+                create_tasks: bool = False, wait: float = DEFAULT_WAIT_SECONDS) -> IngestReport:
+    """``Store.ingest_trajectories`` (or ``ingest_tasks``) on the store at ``db`` (which must exist, migrated),
+    holding its lock only to insert: the file is read and checked first, the stored rows the checks need are read
+    in a short read-only open, and the write open rechecks whatever another writer added meanwhile."""
+    def opened(read_only: bool) -> Store:  # a Store is its own context manager: opened here, closed by the with
+        return Store(db, read_only=read_only, create=False, wait=wait)
+
+    return ingest_opened(opened, Path(path), kind=kind, format=format, create_tasks=create_tasks)
