@@ -10,6 +10,7 @@ import polars as pl
 
 from coevolve_engine.core.signal_params import FORGETTING_FORMS, SignalParams  # noqa: F401 (re-exported)
 from coevolve_engine.core.store import Store
+from coevolve_engine.snapshot import signal_snapshot
 
 
 TOTALS_SQL = """
@@ -105,8 +106,6 @@ def summarise(store: Store, params: SignalParams | None = None, top: int = 5) ->
 
     def frame(sql: str) -> pl.DataFrame:
         return store.sql(sql, _used(sql, values))
-
-    from coevolve_engine.snapshot import signal_snapshot
 
     with signal_snapshot(store, params):  # the queries below share one pass over the trajectories
         return _collect(store, params, frame, values)

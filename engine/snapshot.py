@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from coevolve_engine.core import sqlfiles
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store
 
 # macro -> (the parameters it takes, as declared in its file)
