@@ -13,69 +13,21 @@ concurrently (hold no per-episode state on the agent).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..calls import ParsedCall
+from . import player
+from .rules import (MAX_EXPLORE_STEPS, MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, AgentFault, EpisodeLimits,
+                    ModelReply)
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.core.registry import PluginContext
     from coevolve_engine.core.environment import Environment, Episode
     from coevolve_engine.core.rollout import Rollout
 
-
-class AgentFault(RuntimeError):
-    """A model call that produced no usable answer (server error, timeout, malformed response)."""
-
-
-#: BFCL's turn cap: its inference loop counts the answers with tool calls in a turn and quits the episode once the
-#: count exceeds ``MAXIMUM_STEP_LIMIT`` (20), i.e. after the 21st; the turn's answer without tool calls is not
-#: counted. The player's ``max_model_calls_per_turn`` counts every answer, and only a tool-calling answer can be
-#: followed by another, so BFCL's rule is ``max_model_calls_per_turn = 21``.
-MAX_MODEL_CALLS_PER_TURN = 21
-#: No cap on the tool calls of a whole episode (0), as in BFCL's loop: two long_context ground truths make 35
-#: calls, so any cap below that would fail tasks that BFCL scores as solvable.
-MAX_STEPS = 0
-#: Tokens the policy may write per answer, in training and evaluation alike.
-MAX_NEW_TOKENS = 256
-#: Environment steps an explorer model takes through an environment before it writes a task (synthesis and
-#: bootstrap); its turn may have one model answer more than that, the answer that ends it.
-MAX_EXPLORE_STEPS = 12
-
-
-@dataclass(frozen=True)
-class EpisodeLimits:
-    """Bounds on one episode; exceeding either ends the rollout as a failure."""
-
-    max_steps: int = field(default=MAX_STEPS, metadata={
-        "help": "environment steps (tool calls executed) per episode; one more fails the task; 0: no cap (BFCL)"})
-    max_model_calls_per_turn: int = field(default=MAX_MODEL_CALLS_PER_TURN, metadata={
-        "help": "model answers within one user turn; a turn not ended by then fails the task (BFCL's inference: 21, "
-                "its 'count > 20')"})
-
-    def __post_init__(self) -> None:
-        if self.max_steps < 0:
-            raise ValueError(f"max_steps must be >= 0 (0: no cap), got {self.max_steps}")
-        if self.max_model_calls_per_turn < 1:
-            raise ValueError(
-                f"max_model_calls_per_turn must be >= 1 (the model must answer each turn at least once), "
-                f"got {self.max_model_calls_per_turn}"
-            )
-
-
-@dataclass
-class ModelReply:
-    """One model answer: the text outside tool calls, the calls in order, and what the call cost."""
-
-    content: str | None
-    calls: list[ParsedCall] = field(default_factory=list)
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost: float | None = None
-    latency_s: float = 0.0
-    retries: int = 0
-    finish_reason: str | None = None
-
+# the contract's types are defined in ``rules`` (which the player builds on too) and imported from here
+__all__ = ["MAX_EXPLORE_STEPS", "MAX_MODEL_CALLS_PER_TURN", "MAX_NEW_TOKENS", "MAX_STEPS", "Agent", "AgentFault",
+           "AgentOptions", "EpisodeLimits", "ModelReply"]
 
 @dataclass(frozen=True)
 class AgentOptions:
@@ -129,12 +81,8 @@ class Agent(ABC):
 
     def run_episode(self, episode: "Episode", task_id: str | None = None) -> "Rollout":
         """Play a started episode to its end and return the rollout; never raises for one rollout's faults."""
-        from .player import run_episode
-
-        return run_episode(episode, self, task_id=task_id)
+        return player.run_episode(episode, self, task_id=task_id)
 
     def run(self, env: "Environment", task_id: str, spec: dict[str, Any]) -> "Rollout":
         """Start a fresh episode of the task and play it."""
-        from .player import run_task
-
-        return run_task(env, task_id, spec, self)
+        return player.run_task(env, task_id, spec, self)

@@ -40,16 +40,15 @@ Rules, in one place (as BFCL's own multi-turn inference loop plays a task, ``inf
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from coevolve_engine.core.environment import Observation, ToolCall
-from .base import AgentFault, EpisodeLimits, ModelReply
+from .rules import AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.core.rollout import STOP_DONE, STOP_ERROR, STOP_MAX_MODEL_CALLS, STOP_MAX_STEPS, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..calls import ParsedCall
     from coevolve_engine.core.environment import Environment, Episode
-    from .base import Agent
 
 
 def assistant_message(reply: ModelReply, call_ids: list[str]) -> dict[str, Any]:
@@ -231,7 +230,18 @@ class Play:
         self.rollout.duration_s = time.perf_counter() - self._started
 
 
-def play_all(plays: Sequence[Play], agent: "Agent", *, batch_size: int | None = None) -> list[Rollout]:
+class Responder(Protocol):
+    """What the player needs of an agent (every ``base.Agent`` is one): the policy id and limits it plays under,
+    its system prompt, and one answer (or the exception that kept it from one) per open episode."""
+
+    policy: str
+    limits: EpisodeLimits
+    system_prompt: str | None
+
+    def respond(self, plays: list[Play]) -> list[ModelReply | Exception]: ...
+
+
+def play_all(plays: Sequence[Play], agent: "Responder", *, batch_size: int | None = None) -> list[Rollout]:
     """Play every episode to its end: each round asks ``agent.respond`` for the open episodes (``batch_size`` at
     a time). Returns the rollouts in order; never raises for one episode's faults."""
     while active := [play for play in plays if not play.done]:
@@ -254,7 +264,7 @@ def play_all(plays: Sequence[Play], agent: "Agent", *, batch_size: int | None = 
     return [play.finish() for play in plays]
 
 
-def start_play(env: "Environment", task_id: str, spec: dict[str, Any], agent: "Agent") -> Play:
+def start_play(env: "Environment", task_id: str, spec: dict[str, Any], agent: "Responder") -> Play:
     """A ``Play`` of a fresh episode of the task; a task that cannot start is a play that is already over."""
     try:
         episode = env.start(task_id, spec)
@@ -270,16 +280,16 @@ class _Unstartable(Play):
         self.messages, self.tools, self.state, self.turn, self.done = self.rollout.messages, [], {}, 0, True
 
 
-def _unstartable(task_id: str, agent: "Agent", error: str) -> Play:
+def _unstartable(task_id: str, agent: "Responder", error: str) -> Play:
     return _Unstartable(task_id, agent.policy, error)
 
 
-def run_episode(episode: "Episode", agent: "Agent", *, task_id: str | None = None) -> Rollout:
+def run_episode(episode: "Episode", agent: "Responder", *, task_id: str | None = None) -> Rollout:
     """Play ``episode`` with ``agent`` to the end. Never raises for this rollout's faults."""
     play = Play(episode, task_id=task_id, policy=agent.policy, limits=agent.limits, system_prompt=agent.system_prompt)
     return play_all([play], agent)[0]
 
 
-def run_task(env: "Environment", task_id: str, spec: dict[str, Any], agent: "Agent") -> Rollout:
+def run_task(env: "Environment", task_id: str, spec: dict[str, Any], agent: "Responder") -> Rollout:
     """Start a fresh episode of one task and play it; a task that cannot start is a rollout with an error."""
     return play_all([start_play(env, task_id, spec, agent)], agent)[0]
