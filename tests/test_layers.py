@@ -1,10 +1,14 @@
-"""Imports point one way (docs/architecture.md, "Layers"): core <- adapters <- trainers <- engine <- cli.
+"""Imports point one way: core <- adapters <- trainers <- engine <- cli, and no module imports itself back.
 
 Every ``import`` in the three source folders, at module top, inside functions and under TYPE_CHECKING alike,
 is read with ``ast`` and classified by the layer of the module it names. A layer may import its own layer and
-the layers before it, never one after it; so nothing outside ``engine/cli`` imports the CLI, and the core
-types (``coevolve_engine.core``, the store and its helpers) need nothing above them.
+the layers before it, never one after it; so nothing outside ``engine/cli`` imports the CLI, and ``engine/core/``
+(the shared types, the store and its helpers) needs nothing above it.
+
+The same imports make the package's import graph, which must have no cycle (``test_no_import_cycles``), and
+the imports inside functions are kept for the heavy optional packages alone (``test_imports_inside_functions``).
 """
+
 
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ def imported(path: Path) -> list[tuple[int, str]]:
                 anchor = name.split(".") if package else name.split(".")[:-1]
                 anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
-            if base == "coevolve_engine":  # `from coevolve_engine.core import sqlfiles`
+            if base == "coevolve_engine":  # `from coevolve_engine import signals`
                 found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
             else:
                 found.append((node.lineno, base))
@@ -91,3 +95,124 @@ def test_nothing_outside_the_cli_imports_the_cli(folder):
              for path in sorted((ROOT / folder).rglob("*.py")) if cli not in path.parents
              for line, module in imported(path) if layer(module) == "cli"]
     assert not wrong, "\n".join(wrong)
+
+
+# -- the import graph -------------------------------------------------------------------------------------------
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package: import name -> source file (a package by its ``__init__``)."""
+    return {module_name(path)[0]: path for path in sources()}
+
+
+def import_edges(path: Path, known: dict[str, Path]) -> list[tuple[int, str, ast.AST]]:
+    """(line, module, node) for every import in ``path`` of a module of the package, each resolved to the module
+    it loads: ``from pkg import name`` names the module ``pkg.name`` when there is one (a submodule), otherwise
+    ``pkg`` itself (a name ``pkg`` defines or re-exports); ``import a.b.c`` names ``a.b.c``."""
+    name, package = module_name(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, node) for alias in node.names if alias.name in known]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if package else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                if target in known:
+                    found.append((node.lineno, target, node))
+    return [(line, target, node) for line, target, node in found if target != name]
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {module it imports: the line of the first such import}."""
+    known = modules()
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in known.items():
+        edges = graph.setdefault(module, {})
+        for line, target, _ in import_edges(path, known):
+            edges.setdefault(target, line)
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each as one cycle through them."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:  # recursion is shallow: the package is a few hundred modules
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, {}):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(_one_cycle(graph, set(component)))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _one_cycle(graph: dict[str, dict[str, int]], component: set[str]) -> list[str]:
+    """A shortest cycle through the first module of the component (breadth first), first module repeated last."""
+    start = min(component)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target in graph[node]:
+            if target == start:
+                return paths[node] + [start]
+            if target in component and target not in paths:
+                paths[target] = paths[node] + [target]
+                queue.append(target)
+    raise AssertionError(f"no cycle through {start}")  # cannot happen in a strongly connected component
+
+
+def test_the_cycle_search_finds_cycles():
+    # so the test below cannot pass by finding nothing: a planted cycle is found, a chain is not a cycle
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}, "e": {"d": 5}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b": 1}, "b": {}}) == []
+    # and the graph sees imports in functions, under TYPE_CHECKING and `from pkg import module`, resolved
+    graph = import_graph()
+    assert "coevolve_engine.adapters.agents.player" in graph["coevolve_engine.adapters.agents.base"]  # from . import
+    assert "coevolve_engine.core.sqlfiles" in graph["coevolve_engine.core.store"]  # from coevolve_engine.core import
+    assert "coevolve_engine.core.store" in graph["coevolve_engine.signals_summary"]
+    assert "coevolve_engine.adapters.agents" in graph["coevolve_engine.cli.rollout"]  # a name the package re-exports
+
+
+def test_no_import_cycles():
+    """No module imports, directly or through others, a module that imports it back: not at module top, not
+    inside a function (an import there only postpones the cycle to the first call), not under TYPE_CHECKING.
+
+    A package's ``__init__`` counts as the module it is: importing a name it defines or re-exports
+    (``from coevolve_engine.adapters.agents import load_agent``) is an edge to it, and its own imports of its
+    submodules are edges from it. Importing a submodule is not counted as importing its package's ``__init__``,
+    although Python runs the ``__init__`` first: every submodule of a package whose ``__init__`` re-exports it
+    would otherwise close a cycle. A submodule that imports a name from its own package's ``__init__`` while
+    that ``__init__`` imports the submodule is a cycle all the same (the ``__init__`` is half run when the
+    submodule needs it), and is reported.
+    """
+    graph = import_graph()
+    found = cycles(graph)
+    shown = ["  " + "\n  ".join(f"{a} (line {graph[a][b]}) -> {b}" for a, b in zip(cycle, cycle[1:]))
+             for cycle in found]
+    assert not found, "import cycles:\n" + "\n\n".join(shown)
