@@ -195,7 +195,7 @@ def test_the_cycle_search_finds_cycles():
     graph = import_graph()
     assert "coevolve_engine.adapters.agents.player" in graph["coevolve_engine.adapters.agents.base"]  # from . import
     assert "coevolve_engine.core.sqlfiles" in graph["coevolve_engine.core.store"]  # from coevolve_engine.core import
-    assert "coevolve_engine.core.store" in graph["coevolve_engine.signals_summary"]
+    assert "coevolve_engine.core.store" in graph["coevolve_engine.signals"]
     assert "coevolve_engine.adapters.agents" in graph["coevolve_engine.cli.rollout"]  # a name the package re-exports
 
 
