@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--demo is required (or --smoke)")
 
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.evaluate import evaluate_policy, success_rate
+    from coevolve_engine.checkpoint_eval import evaluate_policy, success_rate
     from coevolve_engine.core.store import Store
     from coevolve_engine.trainers import BatchSource
     from coevolve_engine.trainers.sft import RFTConfig, RFTTrainer

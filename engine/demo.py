@@ -63,7 +63,7 @@ def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str]
     """The demo's store and policy under ``folder`` (made once; a rerun finds them)."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.rollouts import run_rollout_job
+    from coevolve_engine.rollout_jobs import run_rollout_job
 
     folder.mkdir(parents=True, exist_ok=True)
     db, policy = folder / STORE_NAME, folder / "policy"

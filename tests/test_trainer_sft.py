@@ -47,7 +47,7 @@ def bfcl():
 def store_db(bfcl, tmp_path_factory):
     """Tasks, two reference rollouts of each at step 0 (identical: one demonstration each) and a failure."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
-    from coevolve_engine.rollouts import run_rollout_job
+    from coevolve_engine.rollout_jobs import run_rollout_job
 
     environment, tasks = bfcl
     db = tmp_path_factory.mktemp("sft-store") / "store.duckdb"
@@ -188,7 +188,7 @@ def test_the_grpo_prompt_renders_exactly_as_in_sft(grpo, warmed):
 
 def test_the_warmed_up_policy_makes_the_reference_first_call(grpo, warmed, bfcl):
     """Greedy decoding by the episode player, from the prompt the GRPO trainer renders, read by the one parser."""
-    from coevolve_engine.evaluate import evaluate_policy
+    from coevolve_engine.checkpoint_eval import evaluate_policy
 
     environment, tasks = bfcl
     chosen = [task for task in tasks if task["task_id"] in TASKS]

@@ -66,7 +66,7 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
     """
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.cli.rollout import make_agent
-    from coevolve_engine.evaluations import evaluate_agent, hold_out_category, select_eval_tasks
+    from coevolve_engine.heldout import evaluate_agent, hold_out_category, select_eval_tasks
     from coevolve_engine.core.store import Store
 
     def note(message: str) -> None:

@@ -9,7 +9,7 @@ import click
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
 from coevolve_engine.cli.options import SEED, STEP, db_option, endpoint_options, long_job, wait_option
-from coevolve_engine.rollouts import MAX_GROUP_SIZE
+from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
 
 
 def make_agent(model: str, **options: Any):
@@ -98,7 +98,7 @@ def rollout(env_name: str, category: str | None, model: str, group_size: int, st
     short by a fault outside the agent (server error, timeout) is kept with its error and flags no signal.
     """
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.rollouts import run_rollout_job
+    from coevolve_engine.rollout_jobs import run_rollout_job
 
     agent = make_agent(model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
                        timeout=timeout, retries=retries, max_steps=max_steps, policy=policy,

@@ -11,7 +11,7 @@ import click
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_STEPS
 from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
-from coevolve_engine.rollouts import MAX_GROUP_SIZE
+from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD

@@ -18,7 +18,7 @@ from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_N
 from coevolve_engine.core.settings import setting
 from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.rollouts import MAX_GROUP_SIZE
+from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD

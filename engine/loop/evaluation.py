@@ -13,7 +13,7 @@ from coevolve_engine.progress import advance
 
 
 def evaluate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
-    from coevolve_engine.evaluations import eval_tasks
+    from coevolve_engine.heldout import eval_tasks
 
     c = run.config
     with run.store(read_only=True) as store:
@@ -40,8 +40,8 @@ def describe_eval(o: dict[str, Any]) -> str:
 
 def _evaluate_policy(run: RunContext, policy: str, tasks: list[dict[str, Any]], round_: int | None, name: str,
                      step: int, label: str):
-    from coevolve_engine.evaluate import evaluate_policy
-    from coevolve_engine.evaluations import eval_id, find_evaluation, record_evaluation
+    from coevolve_engine.checkpoint_eval import evaluate_policy
+    from coevolve_engine.heldout import eval_id, find_evaluation, record_evaluation
 
     c, e = run.config, run.config.episode
     settings = {"decoding": "greedy", "player": "episode", "user_turns": "all", "max_new_tokens": e.max_new_tokens,

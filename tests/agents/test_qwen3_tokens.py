@@ -85,7 +85,7 @@ def test_tools_released_later_reach_the_token_ids_from_their_turn(qwen3_tokenize
     from coevolve_engine.adapters.agents.base import EpisodeLimits
     from coevolve_engine.adapters.agents.player import Play, play_all
     from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-    from coevolve_engine.evaluate import ModelAgent
+    from coevolve_engine.checkpoint_eval import ModelAgent
 
     bfcl = BFCLEnvironment()
     task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
@@ -180,7 +180,7 @@ def test_thinking_on_each_turn_reads_what_bfcls_qwen_handler_reads(qwen3_tokeniz
     from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
     from coevolve_engine.adapters.agents.player import Play, play_all
     from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-    from coevolve_engine.evaluate import ModelAgent
+    from coevolve_engine.checkpoint_eval import ModelAgent
     from coevolve_engine.trainers.sft import _normalised, _opening
 
     assert ChatTokens(qwen3_tokenizer).drops_reasoning  # detected from the template...
@@ -242,7 +242,7 @@ def test_thinking_off_keeps_one_record(qwen3_tokenizer):
     from coevolve_engine.adapters.agents.base import EpisodeLimits
     from coevolve_engine.adapters.agents.player import Play, play_all
     from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-    from coevolve_engine.evaluate import ModelAgent
+    from coevolve_engine.checkpoint_eval import ModelAgent
 
     bfcl = BFCLEnvironment()
     task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)

@@ -1,6 +1,6 @@
 """Held-out evaluation of a local policy checkpoint: greedy, batched, every user turn played by the episode player.
 
-    from coevolve_engine.evaluate import evaluate_policy, success_rate
+    from coevolve_engine.checkpoint_eval import evaluate_policy, success_rate
     results = evaluate_policy("ckpt/round-2", env, tasks, max_new_tokens=64)   # [TaskResult] in task order
     print(success_rate(results))
 
@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, EpisodeLimits
 from coevolve_engine.core.environment import Environment
-from coevolve_engine.evaluations import TaskResult
+from coevolve_engine.heldout import TaskResult
 
 
 class ModelAgent(Agent):
