@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, EpisodeLimits
+from coevolve_engine.adapters.agents.local_agent import TokenPolicy
+from coevolve_engine.adapters.agents.player import play_all, start_play
+from coevolve_engine.core.device import load_policy
 from coevolve_engine.core.environment import Environment
 from coevolve_engine.heldout import TaskResult
 
@@ -27,8 +30,6 @@ class ModelAgent(Agent):
 
     def __init__(self, model: Any, tokenizer: Any, *, policy: str, limits: EpisodeLimits, max_new_tokens: int,
                  chat_template_kwargs: dict[str, Any] | None = None, temperature: float = 0.0) -> None:
-        from coevolve_engine.adapters.agents.local_agent import TokenPolicy
-
         self.policy, self.limits = policy, limits
         self.core = TokenPolicy(model, tokenizer, temperature=temperature, max_new_tokens=max_new_tokens,
                                 chat_template_kwargs=chat_template_kwargs)
@@ -52,9 +53,6 @@ def evaluate_policy(checkpoint: str | Path | None, environment: Environment, tas
     instead of loading ``checkpoint``.
     """
     from transformers import AutoTokenizer
-
-    from coevolve_engine.adapters.agents.player import play_all, start_play
-    from coevolve_engine.core.device import load_policy
 
     tasks = list(tasks)
     if not tasks:

@@ -25,8 +25,18 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.lease import hold_lease
+from coevolve_engine.core.outputs import write_output
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
+from coevolve_engine.drift import DriftParams
+from coevolve_engine.loop import RunLoop, load_config
+from coevolve_engine.loop.train_round import quiet_libraries
+from coevolve_engine.report import build_report
+from coevolve_engine.rollout_jobs import run_rollout_job
+from coevolve_engine.trainers.sft import demonstrations
+from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, demonstration_corpus
 
 if TYPE_CHECKING:
     from coevolve_engine.loop import RunConfig
@@ -61,10 +71,6 @@ def demo_config_text() -> str:
 
 def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str], None] = print) -> tuple[Path, Path]:
     """The demo's store and policy under ``folder`` (made once; a rerun finds them)."""
-    from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
-    from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.rollout_jobs import run_rollout_job
-
     folder.mkdir(parents=True, exist_ok=True)
     db, policy = folder / STORE_NAME, folder / "policy"
     environment = load_environment(ENV)
@@ -127,9 +133,6 @@ def held_out(environment) -> list[dict]:
 
 
 def _build_policy(db: Path, policy: Path, environment) -> None:
-    from coevolve_engine.trainers.sft import demonstrations
-    from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, demonstration_corpus
-
     shutil.rmtree(policy, ignore_errors=True)  # a build that was interrupted
     corpus = demonstration_corpus(demonstrations(db, environment), vocab_size=1024)
     corpus += [task["prompt"] for task in environment.load_tasks(split="full")]  # every skill's words, no test prompt
@@ -142,10 +145,6 @@ REPORT_NAME = "report.html"
 def write_report(folder: Path, db: Path, config: "RunConfig") -> Path:
     """The run's HTML report (``coevolve-engine report``) at ``folder/report.html``, at the run's signal
     constants; replaced on every run (it is always a page this function wrote)."""
-    from coevolve_engine.drift import DriftParams
-    from coevolve_engine.core.outputs import write_output
-    from coevolve_engine.report import build_report
-
     params = DriftParams(**config.signal_params().bind())
     with Store(db, read_only=True) as store:
         page = build_report(store, params, title=f"coevolve-engine demo: {folder.name}", label=folder.name)
@@ -212,9 +211,6 @@ def held_out_by_turns(store: Store):
 def run_demo(folder: Path, *, quick: bool = False, rounds: int | None = None, seed: int = 0,
              overrides: tuple[str, ...] = (), echo: Callable[[str], None] = print) -> tuple[Path, "RunConfig"]:
     """Prepare (once) and run (or resume) the demo under ``folder``; returns the store's path and the config."""
-    from coevolve_engine.loop import RunLoop, load_config
-    from coevolve_engine.loop.train_round import quiet_libraries
-
     quiet_libraries()
     size = QUICK if quick else FULL
     folder.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import polars as pl
 
 from coevolve_engine.core.errors import CoevolveError
 
@@ -61,8 +62,6 @@ class VectorCache:
         self.path = (folder or cache_dir() / "embeddings") / name
 
     def _read(self):
-        import polars as pl
-
         try:
             return pl.read_parquet(self.path)
         except Exception:  # absent, or damaged by something else: start again
@@ -72,7 +71,6 @@ class VectorCache:
         frame = self._read()
         if frame is None:
             return {}
-        import polars as pl
 
         found = frame.filter(pl.col("text_hash").is_in(hashes))
         return {h: np.asarray(v, dtype=np.float32) for h, v in found.iter_rows()}
@@ -81,7 +79,6 @@ class VectorCache:
         """Add ``vectors`` to the file (written beside it, then renamed into place)."""
         if not vectors:
             return
-        import polars as pl
 
         fresh = pl.DataFrame({"text_hash": list(vectors), "vector": [v.tolist() for v in vectors.values()]},
                              schema={"text_hash": pl.String, "vector": pl.List(pl.Float32)})

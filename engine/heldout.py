@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from coevolve_engine.adapters.agents.runner import run_rollouts
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.ids import normalize_id
 from coevolve_engine.core.errors import CoevolveError
@@ -230,8 +231,6 @@ def evaluate_agent(db: str | Path, environment: "Environment", env: str, tasks: 
     ``category``: the benchmark category the tasks make up, the name of their score (default: each task's
     ``spec.category``, else the environment's name).
     """
-    from coevolve_engine.adapters.agents.runner import run_rollouts
-
     tasks = list(tasks)
     if not tasks:
         raise CoevolveError(f"no {env} tasks to evaluate")

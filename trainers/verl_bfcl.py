@@ -48,6 +48,7 @@ from verl.utils.import_utils import load_extern_object, resolve_config_path
 from coevolve_engine.adapters.agents.base import ModelReply
 from coevolve_engine.adapters.agents.player import Play
 from coevolve_engine.adapters.calls import parse_tool_call_text
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.environment import Episode, Observation, ToolCall
 from coevolve_engine.core.rollout import STOP_MAX_TOKENS, Rollout
 from coevolve_engine.core.errors import CoevolveError
@@ -66,8 +67,6 @@ class VerlEpisodeError(CoevolveError):
 
 
 def _environment(name: str):
-    from coevolve_engine.adapters.environments import load_environment
-
     return load_environment(name)
 
 

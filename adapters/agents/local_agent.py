@@ -19,8 +19,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Mapping
 
+from coevolve_engine.core.device import placement
+from coevolve_engine.core.rollout import STOP_MAX_TOKENS
 from .base import (MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits,
                    ModelReply)
+from ..calls import parse_tool_call_text
+from .chat_tokens import ChatTokens
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.core.registry import PluginContext
@@ -103,8 +107,6 @@ class LocalAgent(Agent):
             if self.seed is not None:
                 torch.manual_seed(self.seed)
             if self.device is None:  # the accelerator when there is one, in the trainer's precision
-                from coevolve_engine.core.device import placement
-
                 where = placement()
                 self.device, self.torch_dtype = where.device, self.torch_dtype or where.dtype
             tokenizer = AutoTokenizer.from_pretrained(self.path)
@@ -158,8 +160,6 @@ class TokenPolicy:
                  max_new_tokens: int = MAX_NEW_TOKENS, max_episode_tokens: int | None = None,
                  chat_template_kwargs: dict[str, Any] | None = None, device: str | None = None,
                  logprobs: bool = False, generate_kwargs: dict[str, Any] | None = None) -> None:
-        from .chat_tokens import ChatTokens
-
         self.model, self.tokenizer = model, tokenizer
         self.chat = ChatTokens(tokenizer, chat_template_kwargs)
         self.temperature, self.top_p = temperature, top_p
@@ -179,9 +179,6 @@ class TokenPolicy:
 
     def respond(self, plays: list[Any]) -> list[Any]:
         import torch
-
-        from ..calls import parse_tool_call_text
-        from coevolve_engine.core.rollout import STOP_MAX_TOKENS
 
         started = time.perf_counter()
         replies: list[Any] = [ModelReply(content=None) for _ in plays]

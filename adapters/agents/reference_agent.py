@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .base import MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from coevolve_engine.core.rollout import STOP_ERROR, Rollout
 from ..calls import ParsedCall
+from .player import run_task
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.core.registry import PluginContext
@@ -101,8 +102,6 @@ class ReferenceAgent(Agent):
         return ScriptedTurns(solution, policy=self.policy, limits=limits, reply=self.reply, parallel=self.parallel)
 
     def run(self, env: "Environment", task_id: str, spec: dict[str, Any]) -> Rollout:
-        from .player import run_task
-
         started = time.perf_counter()
         try:
             solution = env.reference_solution(spec)

@@ -17,6 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from coevolve_engine.core.rollout import STOP_ERROR, Rollout
+from .player import play_all, start_play
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.core.environment import Environment
@@ -120,8 +121,6 @@ def _play_batched(env: "Environment", agent: "Agent", jobs: list, results: list,
                   on_rollout: Callable[[Rollout], None] | None, *, batch_size: int) -> list[Rollout]:
     """A batched agent (a local model) plays its episodes together, ``batch_size`` at a time, one ``respond`` per
     round of answers (``player.play_all``)."""
-    from .player import play_all, start_play
-
     for first in range(0, len(jobs), batch_size):
         chunk = jobs[first:first + batch_size]
         plays = [start_play(env, task_id, spec, agent) for task_id, spec, _, _ in chunk]

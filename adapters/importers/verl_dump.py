@@ -32,6 +32,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterator
 
+from coevolve_engine.adapters.calls import parse_tool_call_text
 from coevolve_engine.adapters.importers import ImportOptions, normalise_reward
 from coevolve_engine.core.ids import normalize_id
 from coevolve_engine.core.json_input import DuplicateKeyError, read_json
@@ -148,7 +149,5 @@ def _json_list(line: dict[str, Any], name: str, error) -> list[Any] | None:
 
 
 def _actions(output: str) -> list[dict[str, Any]]:
-    from coevolve_engine.adapters.calls import parse_tool_call_text
-
     _, calls = parse_tool_call_text(output)
     return [{"name": call.name, "arguments": call.arguments} for call in calls]

@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 import duckdb
 
 from coevolve_engine import __version__
+from coevolve_engine.cli import (
+    bootstrap,
+    curriculum,
+    demo,
+    drift,
+    eval as eval_cli,
+    export,
+    patterns,
+    query,
+    rollout,
+    run,
+    signals,
+    store_commands,
+    summarize,
+    synthesis,
+    tasks,
+)
+from coevolve_engine.cli.options import DB_META_KEY
 from coevolve_engine.core.errors import CoevolveError, StoreDamagedError
+from coevolve_engine.core.store import is_damage
 
 
 class EngineGroup(click.Group):
@@ -18,8 +39,6 @@ class EngineGroup(click.Group):
         except CoevolveError as exc:
             raise click.ClickException(str(exc)) from exc
         except duckdb.Error as exc:
-            from coevolve_engine.core.store import is_damage
-
             if is_damage(exc):
                 raise click.ClickException(str(StoreDamagedError(_damaged_file(exc, ctx), "DuckDB could not read "
                                                                                           f"it ({exc})"))) from exc
@@ -28,10 +47,6 @@ class EngineGroup(click.Group):
 
 def _damaged_file(exc: Exception, ctx: click.Context) -> str:
     """The file a DuckDB I/O error names, else the command's --db (a checksum error names no file)."""
-    import re
-
-    from coevolve_engine.cli.options import DB_META_KEY
-
     found = re.search(r'file "([^"]+)"', str(exc))
     return found.group(1) if found else str(ctx.meta.get(DB_META_KEY, "--db"))
 
@@ -52,24 +67,6 @@ def cli() -> None:
 
 
 def _add_commands() -> None:
-    from coevolve_engine.cli import (
-        bootstrap,
-        curriculum,
-        demo,
-        drift,
-        eval as eval_cli,
-        export,
-        patterns,
-        query,
-        rollout,
-        run,
-        signals,
-        store_commands,
-        summarize,
-        synthesis,
-        tasks,
-    )
-
     for module in (store_commands, tasks, rollout, eval_cli, query, signals, patterns, summarize, synthesis,
                    curriculum, export, run, drift, demo, bootstrap):
         module.register(cli)

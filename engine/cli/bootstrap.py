@@ -10,6 +10,8 @@ import click
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.cli.options import SEED, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.cli.synthesis import kinds_option
+from coevolve_engine.progress import Display, detail, progress as bar
+from coevolve_engine.synthesis.bootstrap import D0_QUERY, bootstrap as build
 from coevolve_engine.synthesis.validation import NOVELTY_THRESHOLD
 
 
@@ -60,9 +62,6 @@ def bootstrap(env: str, explorer_model: str, model: str | None, n: int, seed: in
     abstracted into task drafts and validated (schema, ground-truth replay, novelty), until N tasks are
     accepted or the budget of worlds is spent. Accepted tasks join the store as split 'train'.
     """
-    from coevolve_engine.progress import Display, detail, progress as bar
-    from coevolve_engine.synthesis.bootstrap import D0_QUERY, bootstrap as build
-
     # a bar on a terminal; elsewhere (a log, CI) the line per explored world, as before
     display = Display(stream=sys.stderr, verbose=not sys.stderr.isatty())
     with bar(display if progress else print, "bootstrap", total=n, unit="task"):

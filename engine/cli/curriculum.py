@@ -6,11 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import numpy as np
 import polars as pl
 
 from coevolve_engine.cli.options import ROUND, db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, render_table, write_frame
+from coevolve_engine.core.sampler import MAX_BATCH_ROWS, WeightedGroupSampler
 from coevolve_engine.core.store import Store
+from coevolve_engine.curriculum import STRATEGIES, compute_weights, config_help, latest_round, load_weights
+from coevolve_engine.signals import SignalParams
 
 
 class _StrategyHelp(click.Command):
@@ -18,7 +22,6 @@ class _StrategyHelp(click.Command):
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_epilog(ctx, formatter)
-        from coevolve_engine.curriculum import STRATEGIES, config_help
 
         formatter.write_paragraph()
         formatter.write_text("Strategies and their settings (--set NAME=VALUE):")
@@ -77,9 +80,6 @@ def weights(round_: int | None, strategy: str, pairs: tuple[str, ...], threshold
     produced each one, as JSON components) and the round to weight_sets, with a reason that says how it
     differs from the previous round; both in one transaction. An existing round is refused unless --replace.
     """
-    from coevolve_engine.curriculum import compute_weights, latest_round
-    from coevolve_engine.signals import SignalParams
-
     params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
     with Store(db, create=False, wait=wait) as store:
         if round_ is None:
@@ -136,11 +136,6 @@ def sample(round_: int | None, groups_per_step: int, group_size: int, seed: int,
     weight / total. For trainers outside the engine (verl, OpenRLHF, your own loop). Draws with torch (the
     `local` extra), as trl-grpo does.
     """
-    import numpy as np
-
-    from coevolve_engine.core.sampler import MAX_BATCH_ROWS, WeightedGroupSampler
-    from coevolve_engine.curriculum import load_weights
-
     if epoch:
         raise click.UsageError("--epoch is gone: a run's draws are numbered by --step alone, counted from 0 across "
                                "rounds and epochs (step S of the run is --step S)")

@@ -7,6 +7,13 @@ from pathlib import Path
 import click
 
 from coevolve_engine.cli.options import ROUNDS, SEED
+from coevolve_engine.cli.output import render_table
+from coevolve_engine.core.store import Store
+from coevolve_engine.demo import held_out_by_turns, held_out_curve, run_demo, write_report
+from coevolve_engine.loop.config import ConfigError
+from coevolve_engine.loop.config_files import blame_override
+from coevolve_engine.loop.summary import loop_cost, rounds_table
+from coevolve_engine.progress import Display
 
 
 @click.command(epilog="""\b
@@ -38,14 +45,6 @@ def demo(folder: Path, rounds: int | None, seed: int, quick: bool, overrides: tu
     redirected, plain lines every half minute. At the end: the table of rounds, the held-out curve and
     DIR/report.html.
     """
-    from coevolve_engine.cli.output import render_table
-    from coevolve_engine.demo import held_out_by_turns, held_out_curve, run_demo, write_report
-    from coevolve_engine.loop.config import ConfigError
-    from coevolve_engine.loop.config_files import blame_override
-    from coevolve_engine.loop.summary import loop_cost, rounds_table
-    from coevolve_engine.progress import Display
-    from coevolve_engine.core.store import Store
-
     folder.mkdir(parents=True, exist_ok=True)
     display = Display(verbose=verbose, log=folder / "run.log")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -10,7 +11,10 @@ import polars as pl
 
 from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import _digits, _number, render_table
-from coevolve_engine.drift import METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
+from coevolve_engine.core.outputs import check_output, write_output
+from coevolve_engine.drift import JS_SQL, METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
+from coevolve_engine.drift.plots import write_figures
+from coevolve_engine.report import build_report
 
 TABLES = ("summary", *METRIC_QUERIES, "weights")
 
@@ -103,8 +107,6 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, 
     the signals found. docs/drift.md defines each one.
     """
     if show_sql:
-        from coevolve_engine.drift import JS_SQL
-
         for name, sql in {**METRIC_QUERIES, "weights ($round against $prev)": JS_SQL}.items():
             click.echo(f"-- {name}\n{sql.strip()};\n")
         return
@@ -133,8 +135,6 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, 
         click.echo(render_table(shown) if frame.height else "(no rounds: the store has no weights, patterns, "
                                                             "candidates or trajectories yet)")
     if plots is not None:
-        from coevolve_engine.drift.plots import write_figures
-
         for path in write_figures(reports, plots, force=force):
             click.echo(f"wrote {path}", err=True)
 
@@ -170,11 +170,6 @@ def report(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window,
            compare, title, top_patterns, db: Path, wait: float) -> None:
     """Write one self-contained HTML page about the run, the result first (figures embedded, nothing loaded
     from the network)."""
-    from contextlib import ExitStack
-
-    from coevolve_engine.core.outputs import check_output, write_output
-    from coevolve_engine.report import build_report
-
     check_output(output, "html", db=db, force=force)  # before the analysis, not after it
     if compare is not None:
         check_output(output, "html", db=compare, force=force)

@@ -8,9 +8,12 @@ from pathlib import Path
 import click
 
 from coevolve_engine.adapters.agents.base import MAX_STEPS
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.cli.options import SEED, create_option, db_option, endpoint_options, require_store, wait_option
-from coevolve_engine.cli.rollout import episode_options
+from coevolve_engine.cli.rollout import episode_options, make_agent
 from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.store import Store
+from coevolve_engine.heldout import evaluate_agent, hold_out_category, select_eval_tasks
 
 
 @click.command(name="eval", epilog="""\b
@@ -64,11 +67,6 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
     as soon as its task ends. A task cut short by a fault (server error, timeout) is not stored: the command
     then exits non-zero, and running it again plays only the tasks without a result.
     """
-    from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.cli.rollout import make_agent
-    from coevolve_engine.heldout import evaluate_agent, hold_out_category, select_eval_tasks
-    from coevolve_engine.core.store import Store
-
     def note(message: str) -> None:
         click.echo(message, err=format_ == "json")
 

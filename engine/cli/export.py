@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.importers import ImportOptions, import_rollouts as run_import, read_manifest
 from coevolve_engine.cli.options import ROUND, db_option, renamed, require_store, wait_option
 from coevolve_engine.core.store import Store
+from coevolve_engine.trainers.export import export_round
 
 LAYOUTS = ("verl", "openrlhf")
 
@@ -65,8 +67,6 @@ def export(round_: int, layout: str | None, output: Path | None, weights_from_ro
     another round's set with --weights-from-round, or are all 1 with --uniform. Every row carries the task's
     weight and its full spec, so a reward function or tool can score it with the task's environment.
     """
-    from coevolve_engine.trainers.export import export_round
-
     if layout is None:
         raise click.UsageError("Missing option '--layout' (verl or openrlhf).")
     if output is None:
@@ -119,8 +119,6 @@ def import_rollouts(paths: tuple[Path, ...], layout: str, step_offset: int, rewa
     whole or not at all; the error names the file, the line and the field. Importing a file twice adds
     nothing. Rollouts must name tasks that are in the store.
     """
-    from coevolve_engine.adapters.importers import ImportOptions, import_rollouts as run_import, read_manifest
-
     if not reward_range[1] > reward_range[0]:
         raise click.BadParameter("HI must be greater than LO", param_hint="--reward-range")
     require_store(db)

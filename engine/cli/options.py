@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.core.errors import StoreError
+from coevolve_engine.core.lease import hold_lease
 from coevolve_engine.core.signal_params import FORGETTING_FORMS, SIGNAL_DEFAULTS, signal_help
 from coevolve_engine.loop.config import MAX_ROUNDS
 from coevolve_engine.core.records import MAX_ROUND, MAX_STEP
-from coevolve_engine.core.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.store import DEFAULT_DB, DEFAULT_WAIT_SECONDS, missing_store
 
 #: where the store a command was given is kept for the command line's error messages (click's ``Context.meta``)
 DB_META_KEY = "coevolve_engine.db"
@@ -95,9 +97,6 @@ create_option = click.option(
 
 def require_store(db: Path, create: bool = False) -> None:
     """Refuse a store that does not exist, unless the command was asked to create it."""
-    from coevolve_engine.core.errors import StoreError
-    from coevolve_engine.core.store import missing_store
-
     if not create and not db.exists():
         raise StoreError(missing_store(db, " (or pass --create)"))
 
@@ -110,8 +109,6 @@ def long_job(command: str, *, can_create: bool = False):
     def decorate(function):
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            from coevolve_engine.core.lease import hold_lease
-
             create = kwargs.pop("create", False)
             require_store(kwargs["db"], create)
             with hold_lease(kwargs["db"], command, wait=kwargs["wait"], create=create,

@@ -8,6 +8,9 @@ import click
 
 from coevolve_engine.cli.options import ROUND, SEED, STEP, db_option, long_job, signal_options, wait_option
 from coevolve_engine.core.store import Store
+from coevolve_engine.patterns import find_patterns
+from coevolve_engine.patterns.find import prepare_patterns
+from coevolve_engine.signals import SignalParams
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -62,10 +65,6 @@ def patterns(round_: int | None, step: int | None, first_step: int | None, thres
     its representative (the member closest to the centre); its members go to pattern_members. A round's
     patterns are written in one transaction; an existing round is refused unless --replace.
     """
-    from coevolve_engine.patterns import find_patterns
-    from coevolve_engine.patterns.find import prepare_patterns
-    from coevolve_engine.signals import SignalParams
-
     params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
     # embed and cluster first, without holding the store: `query` from another process gets through meanwhile
     embedder, prepared = prepare_patterns(

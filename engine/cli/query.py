@@ -10,6 +10,7 @@ import click
 from coevolve_engine.cli.options import db_option, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame
 from coevolve_engine.core.outputs import check_output
+from coevolve_engine.core.sqlfiles import catalog
 from coevolve_engine.query import run_query
 from coevolve_engine.core.store import Store
 
@@ -18,8 +19,6 @@ class QueryCommand(click.Command):
     """query's help ends with what there is to query, read from the SQL files that define it."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from coevolve_engine.core.sqlfiles import catalog
-
         super().format_epilog(ctx, formatter)
         entries = catalog()
         names = {kind: [e for e in entries if e.kind == kind] for kind in ("table", "view", "table macro",

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from coevolve_engine.adapters.agents import load_agent
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.cli.options import SEED, STEP, db_option, endpoint_options, long_job, wait_option
-from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
+from coevolve_engine.core.json_input import DuplicateKeyError, read_json
+from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE, run_rollout_job
 
 
 def make_agent(model: str, **options: Any):
     """The agent for MODEL from the command's agent options (``load_agent``: the ReferenceAgent for "reference",
     a LocalAgent for a local directory, otherwise a LiteLLMAgent)."""
-    from coevolve_engine.adapters.agents import load_agent
-
     return load_agent(model, options)
 
 
 def _template_kwargs(ctx, param, value: str | None) -> dict | None:
-    import json
-
-    from coevolve_engine.core.json_input import DuplicateKeyError, read_json
-
     if value is None:
         return None
     shown = value if len(value) <= 60 else value[:57] + "..."
@@ -97,9 +95,6 @@ def rollout(env_name: str, category: str | None, model: str, group_size: int, st
     so an interrupted run keeps every finished group and a rerun at the same --step skips them. A rollout cut
     short by a fault outside the agent (server error, timeout) is kept with its error and flags no signal.
     """
-    from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.rollout_jobs import run_rollout_job
-
     agent = make_agent(model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
                        timeout=timeout, retries=retries, max_steps=max_steps, policy=policy,
                        max_model_calls_per_turn=max_model_calls_per_turn, chat_template_kwargs=chat_template_kwargs)

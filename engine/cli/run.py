@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from pathlib import Path
 
 import click
 
 from coevolve_engine.cli.options import ROUNDS, db_option, wait_option
+from coevolve_engine.cli.output import render_table
+from coevolve_engine.core.outputs import check_output
+from coevolve_engine.core.store import Store
+from coevolve_engine.curriculum import STRATEGIES, config_help
+from coevolve_engine.loop.config import ConfigError, RunConfig
+from coevolve_engine.loop.config_files import DeprecatedSetting, blame_override, load_config
 from coevolve_engine.loop.phases import help_text
+from coevolve_engine.loop.run import RunLoop
+from coevolve_engine.loop.summary import loop_cost, rounds_table
+from coevolve_engine.loop.template import render_template
+from coevolve_engine.loop.train_round import quiet_libraries
+from coevolve_engine.progress import Display
+from coevolve_engine.trainers import TRAINERS
 
 
 def _plugin_help() -> dict[str, list[tuple[str, object, str]]]:
     """Settings of the default trainer, warm-up trainer and strategy, for the printed template."""
-    import dataclasses
-
-    from coevolve_engine.curriculum import STRATEGIES, config_help
-    from coevolve_engine.loop.config import RunConfig
-    from coevolve_engine.trainers import TRAINERS
-
     defaults = RunConfig()
     rows: dict[str, list[tuple[str, object, str]]] = {}
     for key, name in (("trainer.options", defaults.trainer.name), ("warmup.options", defaults.warmup.trainer)):
@@ -52,10 +60,6 @@ in rounds.checkpoint; the next round trains from it.
 
 def _load(config_path: Path | None, overrides: tuple[str, ...], check: bool = True):
     """``load_config``, each moved key it read said on standard error as the renamed options say theirs."""
-    import warnings
-
-    from coevolve_engine.loop.config_files import DeprecatedSetting, load_config
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecatedSetting)
         try:
@@ -98,26 +102,15 @@ Watch it from another shell (the store is free between units of work):
 @wait_option
 def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None, print_config: bool, verbose: bool,
         log_path: Path | None, db: Path, wait: float) -> None:
-    from coevolve_engine.loop.config import ConfigError
-    from coevolve_engine.loop.config_files import blame_override
-    from coevolve_engine.loop.template import render_template
-
     if rounds is not None:
         overrides = (*overrides, f"rounds={rounds}")
     if print_config:
         click.echo(render_template(_load(config_path, overrides, check=False), _plugin_help()), nl=False)
         return
     config = _load(config_path, overrides)
-    from coevolve_engine.loop.run import RunLoop
-    from coevolve_engine.loop.train_round import quiet_libraries
-
     quiet_libraries()
 
-    from coevolve_engine.progress import Display
-
     if log_path is not None:  # appended to, line by line: never the store, never a file of another kind
-        from coevolve_engine.core.outputs import check_output
-
         check_output(log_path, "log", db=db)
     display = Display(verbose=verbose, log=log_path)
     try:
@@ -127,10 +120,6 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     finally:
         display.close()
     if report.done:
-        from coevolve_engine.cli.output import render_table
-        from coevolve_engine.loop.summary import loop_cost, rounds_table
-        from coevolve_engine.core.store import Store
-
         with Store(db, read_only=True, wait=wait) as store:
             table, cost = rounds_table(store, config), loop_cost(store)
         click.echo(f"\n{report.rounds} of {config.rounds} rounds finished in {db} ({len(report.done)} phases run now, "

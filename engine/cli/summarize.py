@@ -8,6 +8,8 @@ import click
 
 from coevolve_engine.cli.options import ROUND, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.llm import LLMClient
+from coevolve_engine.synthesis.summaries import PatternOutcome, summarise_patterns
 
 QUERY_HINT = "select pattern_id, summary->>'failure_cause' from failure_patterns"
 
@@ -56,9 +58,6 @@ def summarize(model: str, api_base: str | None, api_key: str | None, round_: int
     failure_patterns.summary; otherwise the reason goes to summary_error and the next pattern runs (a rerun
     tries it again). Every call is logged in llm_calls with its tokens, cost and prompt version.
     """
-    from coevolve_engine.llm import LLMClient
-    from coevolve_engine.synthesis.summaries import PatternOutcome, summarise_patterns
-
     try:
         client = LLMClient(db, model, api_base=api_base, api_key=api_key, temperature=temperature,
                            max_tokens=max_tokens, timeout=timeout, retries=retries, cache=cache, wait=wait)

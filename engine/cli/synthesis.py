@@ -11,11 +11,15 @@ import click
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_STEPS
 from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
+from coevolve_engine.cli.rollout import make_agent
+from coevolve_engine.core.registry import PluginContext
+from coevolve_engine.llm import LLMClient
 from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
 from coevolve_engine.core.store import Store
-from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
+from coevolve_engine.synthesis.candidates import MAX_CANDIDATES, pending_candidates, synthesize as propose
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
-from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
+from coevolve_engine.synthesis.judge import LLMJudge
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD, validate_candidates
 
 
 def round_option(help: str):
@@ -90,9 +94,6 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
     The tasks that each pattern's member trajectories attempted are the seeds; the pattern's dominant signal
     (forgetting, boundary, rare) decides how they are varied. Candidates already stored are not added again.
     """
-    from coevolve_engine.core.registry import PluginContext
-    from coevolve_engine.synthesis.candidates import synthesize as propose
-
     options: dict = {}
     if synthesizer in ("llm", "llm-unguided"):
         if not model:
@@ -167,22 +168,14 @@ def validate(round_: int | None, novelty_threshold: float, contamination_thresho
     An accepted candidate becomes a task (source 'synthesized'); every candidate stays in the candidates table
     with its verdict, its reason and the outcome of each check.
     """
-    from coevolve_engine.synthesis.candidates import pending_candidates
-    from coevolve_engine.synthesis.validation import validate_candidates
-
     if max_success_rate is not None and agent_model is None:
         raise click.UsageError("--max-success-rate needs --agent-model")
     agent = None
     if agent_model is not None:
-        from coevolve_engine.cli.rollout import make_agent
-
         agent = make_agent(agent_model, api_base=api_base, api_key=api_key, temperature=0.9, max_tokens=1024,
                            timeout=timeout, retries=retries, max_steps=MAX_STEPS, policy=None)
     judge = None
     if judge_model is not None:
-        from coevolve_engine.llm import LLMClient
-        from coevolve_engine.synthesis.judge import LLMJudge
-
         judge = LLMJudge(LLMClient(db, judge_model, api_base=judge_api_base, api_key=api_key, timeout=timeout,
                                 retries=retries, wait=wait), db)
     with Store(db, read_only=True, wait=wait) as store:

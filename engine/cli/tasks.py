@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.cli.options import create_option, db_option, require_store, wait_option
 from coevolve_engine.core.store import Store
 
@@ -36,7 +37,6 @@ def import_tasks(env: str, categories: tuple[str, ...], limit: int | None, split
                  wait: float) -> None:
     """Import the tasks an environment ships (ENV is a registered environment, e.g. bfcl)."""
     require_store(db, create)
-    from coevolve_engine.adapters.environments import load_environment
 
     environment = load_environment(env)
     for category in categories or (None,):

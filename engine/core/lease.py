@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from coevolve_engine.core.errors import StoreError
+from coevolve_engine.core.store import Store
 
 
 class StoreBusyError(StoreError):
@@ -147,8 +148,6 @@ def heartbeat(con) -> None:
 def hold_lease(db: str | os.PathLike[str], command: str, *, wait: float, create: bool = False,
                echo: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the lease of the store at ``db`` for the ``with`` block (re-entrant within one process)."""
-    from coevolve_engine.core.store import Store
-
     with Store(db, wait=wait, create=create) as store:
         taken = acquire(store, command, echo=echo)
     try:

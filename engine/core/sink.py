@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.store import Store
 
 if TYPE_CHECKING:
     from coevolve_engine.core.rollout import Rollout
@@ -105,9 +107,6 @@ class StoreSink(TrajectorySink):
         self._kept = []
 
     def _write(self, steps: Sequence[tuple[int, Sequence[tuple[str, Sequence["Rollout"]]]]], *, name: str) -> None:
-        from coevolve_engine.core.errors import CoevolveError
-        from coevolve_engine.core.store import Store
-
         started = time.perf_counter()
         records: list[dict[str, Any]] = []
         for step, groups in steps:

@@ -15,6 +15,7 @@ wait (``wait`` seconds, retrying) for the lock instead of failing at once.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import time
@@ -73,8 +74,6 @@ def check_intact(path: Path, *, wait: float = DEFAULT_WAIT_SECONDS) -> None:
 def missing_store(path: Path, create_hint: str = "") -> str:
     """Why there is no store at ``path``: the store files beside it with a close name first (a mistyped --db is
     not a new store to create), else how to create one."""
-    import difflib
-
     try:
         beside = sorted(p.name for p in path.parent.iterdir() if p.suffix in (".duckdb", ".db") and p.is_file())
     except OSError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from coevolve_engine.core.ids import normalize_id
@@ -22,8 +23,6 @@ def select_tasks(store: Store, env: str, *, category: str | None = None, task_id
                  n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
     """Training tasks of ``env`` from the store, in a seeded random order, at most ``n``. Eval tasks (split
     'eval') are never selected: their rollouts would enter the signals and the synthesis."""
-    import json
-
     rows = store.execute(SELECT_TASKS_SQL, {
         "env": env, "category": category, "task_ids": [normalize_id(t) for t in task_ids or ()], "seed": seed,
         "limit": n if n is not None else 2**62,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from coevolve_engine.core.outputs import check_output, write_output
 from coevolve_engine.drift.metrics import DriftReport
 from coevolve_engine.core.errors import CoevolveError
 
@@ -434,8 +435,6 @@ def write_figures(reports: list[DriftReport], folder: Path, *, force: bool = Fal
     """Every figure as ``folder/<name>.png`` (over step windows, those of ``figure_sets``); returns the paths. Each
     is written as every output is (``coevolve_engine.core.outputs``): never over a DuckDB file, nor, without ``force``,
     over a file of another kind."""
-    from coevolve_engine.core.outputs import check_output, write_output
-
     folder.mkdir(parents=True, exist_ok=True)
     names = [n for part in figure_sets(reports) for n in part]
     paths = [folder / f"{name}.png" for name in names]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.loop.config import RunConfig
 from coevolve_engine.progress import detail
@@ -39,8 +40,6 @@ class RunContext:
     def environment(self) -> Any:
         """The run's environment, built once (``env`` with ``env_options``)."""
         if self._environment is None:
-            from coevolve_engine.adapters.environments import load_environment
-
             self._environment = load_environment(self.config.env, **self.config.env_options)
         return self._environment
 

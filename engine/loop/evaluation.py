@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from coevolve_engine.checkpoint_eval import evaluate_policy
+from coevolve_engine.heldout import eval_id, eval_tasks, find_evaluation, record_evaluation
 from coevolve_engine.loop.context import RunContext
 from coevolve_engine.loop.ledger import round_row, round_steps
 from coevolve_engine.loop.summary import pct
@@ -13,8 +15,6 @@ from coevolve_engine.progress import advance
 
 
 def evaluate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
-    from coevolve_engine.heldout import eval_tasks
-
     c = run.config
     with run.store(read_only=True) as store:
         tasks = eval_tasks(store, c.env, limit=c.eval.max_tasks or None, seed=c.seed)
@@ -40,9 +40,6 @@ def describe_eval(o: dict[str, Any]) -> str:
 
 def _evaluate_policy(run: RunContext, policy: str, tasks: list[dict[str, Any]], round_: int | None, name: str,
                      step: int, label: str):
-    from coevolve_engine.checkpoint_eval import evaluate_policy
-    from coevolve_engine.heldout import eval_id, find_evaluation, record_evaluation
-
     c, e = run.config, run.config.episode
     settings = {"decoding": "greedy", "player": "episode", "user_turns": "all", "max_new_tokens": e.max_new_tokens,
                 "max_model_calls_per_turn": e.max_model_calls_per_turn, "max_steps": e.max_steps,

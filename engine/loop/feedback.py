@@ -11,18 +11,27 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from coevolve_engine.adapters.agents import load_agent
+from coevolve_engine.llm import LLMClient
 from coevolve_engine.loop.config import ConfigError
 from coevolve_engine.loop.context import RunContext, phase_label
 from coevolve_engine.loop.ledger import round_steps
 from coevolve_engine.loop.summary import ROUND_SIGNALS_SQL, pct, round_totals
+from coevolve_engine.patterns import find_patterns
+from coevolve_engine.patterns.find import prepare_patterns
+from coevolve_engine.patterns.select import select_flagged
 from coevolve_engine.progress import advance
 from coevolve_engine.core.store import Store
+from coevolve_engine.snapshot import signal_snapshot
+from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize as propose
+from coevolve_engine.synthesis.judge import LLMJudge
+from coevolve_engine.synthesis.llm_synthesizer import ExplorationSynthesizer
+from coevolve_engine.synthesis.summaries import summarise_patterns
+from coevolve_engine.synthesis.validation import validate_candidates
 
 
 def signals(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """What was flagged over the round's steps (forgetting, boundary, rare), counted."""
-    from coevolve_engine.snapshot import signal_snapshot
-
     first, last = round_steps(run, round_)
     params = run.config.signal_params()
     with run.store(read_only=True) as store, signal_snapshot(store, params):
@@ -45,8 +54,6 @@ def embed_flagged(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """The patterns phase's first step: embed and cluster the round's flagged trajectories before the store is
     held for writing (the embedding model is loaded once per run); the commit step checks that the selection is
     still the same and writes the clusters."""
-    from coevolve_engine.patterns.find import prepare_patterns
-
     c = run.config
     first, last = round_steps(run, round_)
     run.embedder, run.prepared = prepare_patterns(
@@ -59,9 +66,6 @@ def embed_flagged(run: RunContext, round_: int, label: str) -> dict[str, Any]:
 def patterns(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
     """(commit) The round's flagged trajectories clustered into failure patterns, or the round's patterns stored
     by hand kept."""
-    from coevolve_engine.patterns import find_patterns
-    from coevolve_engine.patterns.select import select_flagged
-
     c, used = run.config, run.config.signals_used
     first, last = round_steps(run, round_, store)
     # this step writes with the phase's 'finished' mark, so an interrupted attempt left no pattern: patterns
@@ -98,8 +102,6 @@ def describe_patterns(o: dict[str, Any]) -> str:
 
 def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """Candidate tasks proposed around each failure pattern (or by unguided exploration), stored as pending."""
-    from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize as propose
-
     c = run.config.synthesis
     guided = SYNTHESIZERS.load(c.synthesizer).needs_patterns
     with run.store(read_only=True) as store:
@@ -127,9 +129,6 @@ def describe_synthesize(o: dict[str, Any]) -> str:
 
 
 def _summarise(run: RunContext, round_: int, label: str) -> None:
-    from coevolve_engine.llm import LLMClient
-    from coevolve_engine.synthesis.summaries import summarise_patterns
-
     summary = run.config.models.client("summary")
     client = LLMClient(run.db, summary.pop("model"), **summary, wait=run.wait)
     report = summarise_patterns(run.db, round=round_, client=client, wait=run.wait)
@@ -140,9 +139,6 @@ def synthesizer_options(config) -> dict[str, Any]:
     """``synthesis.options`` as the synthesizer is built with them: an exploring synthesizer (llm, llm-unguided,
     a plugin built on theirs) also gets [models]' explorer and abstraction model, unless its options name them;
     one that writes kinds (``writes_kinds``) also gets ``synthesis.kinds``."""
-    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
-    from coevolve_engine.synthesis.llm_synthesizer import ExplorationSynthesizer
-
     c = config.synthesis
     synthesizer = SYNTHESIZERS.load(c.synthesizer)
     kinds = {"kinds": c.kinds} if c.kinds and getattr(synthesizer, "writes_kinds", False) else {}
@@ -158,8 +154,6 @@ def synthesizer_options(config) -> dict[str, Any]:
 
 def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """Each pending candidate checked; accepted ones become tasks, drawn from round R + 1 on."""
-    from coevolve_engine.synthesis.validation import validate_candidates
-
     v, models = run.config.validation, run.config.models
     counter = {"n": 0, "accepted": 0}
 
@@ -175,9 +169,6 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         return {**_verdicts(run, round_), "validation": "off: synthesis, schema and contamination checks only"}
     agent, judge = validation_agent(run), None
     if models.judge.model:
-        from coevolve_engine.llm import LLMClient
-        from coevolve_engine.synthesis.judge import LLMJudge
-
         endpoint = models.client("judge")
         judge = LLMJudge(LLMClient(run.db, endpoint.pop("model"), **endpoint, wait=run.wait), run.db)
     validate_candidates(run.db, round=round_, env=run.environment, novelty_threshold=v.novelty_threshold,
@@ -191,8 +182,6 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
 def validation_agent(run: RunContext):
     """The agent that attempts each candidate (``models.agent``, sampling as ``[agent]`` says and
     playing as ``[episode]`` says), or None."""
-    from coevolve_engine.adapters.agents import load_agent
-
     c = run.config
     if not c.models.agent.model:
         return None

@@ -11,10 +11,12 @@ still fit the rounds already started (``check_store``, ``check_start_model``).
 from __future__ import annotations
 
 import json
+import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve_engine.core.lease import heartbeat
 from coevolve_engine.loop.config import ConfigError
 from coevolve_engine.loop.config_files import config_from_dict, differences
 from coevolve_engine.loop.context import RunContext, RunError
@@ -43,8 +45,6 @@ class Ledger:
 
     def start(self, round_: int, phase: str) -> bool:
         """Record that the phase starts; True when an earlier attempt was interrupted."""
-        from coevolve_engine.core.lease import heartbeat
-
         with self.run.store() as store, store.transaction() as con:
             heartbeat(con)
             if not con.execute("SELECT count(*) FROM rounds WHERE round = $r", {"r": round_}).fetchall()[0][0]:
@@ -65,8 +65,6 @@ class Ledger:
         """In one transaction: the phase's ``commit`` writes (if any; they may add to the outputs), then its
         'finished' mark with its outputs and seconds (and the round's, after its last phase). Returns the
         outputs and seconds as stored."""
-        import time
-
         with self.run.store() as store, store.transaction() as con:
             if commit is not None:
                 outputs = commit(self.run, round_, store, outputs)

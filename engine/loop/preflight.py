@@ -9,11 +9,19 @@ configuration leaves no trace in the store.
 
 from __future__ import annotations
 
+import shlex
+import shutil
 from typing import Any, Callable
 
 from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.curriculum import STRATEGIES
 from coevolve_engine.loop.config import MODEL_ROLES, ConfigError
 from coevolve_engine.loop.context import RunContext
+from coevolve_engine.loop.feedback import synthesizer_options
+from coevolve_engine.loop.training import episode_options
+from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+from coevolve_engine.synthesis.llm_synthesizer import check_kinds
+from coevolve_engine.trainers import TRAINERS
 
 
 def _checked(key: str, check: Callable[[], Any]) -> Any:
@@ -27,17 +35,9 @@ def _checked(key: str, check: Callable[[], Any]) -> Any:
 
 def check_plugins(run: RunContext) -> None:
     """Build or check every plugin of the run's configuration, and the launcher's executable."""
-    from coevolve_engine.curriculum import STRATEGIES
-    from coevolve_engine.loop.feedback import synthesizer_options
-    from coevolve_engine.loop.training import episode_options
-    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
-    from coevolve_engine.trainers import TRAINERS
-
     config = run.config
     _checked("env", lambda: run.environment)
     if config.synthesis.kinds:  # the kinds the environment writes, before any model is asked for one
-        from coevolve_engine.synthesis.llm_synthesizer import check_kinds
-
         _checked("synthesis.kinds", lambda: check_kinds(config.synthesis.kinds, run.environment.draft_kinds()))
     trainer = _checked("trainer.name", lambda: TRAINERS.load(config.trainer.name))
     # the options exactly as the train phase hands them over: the run's [episode] settings included
@@ -68,9 +68,6 @@ def check_plugins(run: RunContext) -> None:
 
 def check_launcher(launcher: str) -> None:
     """``trainer.launcher`` (when set) splits into words as a shell would, and its first word is an executable."""
-    import shlex
-    import shutil
-
     if not launcher:
         return
     try:

@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve_engine.core.lease import hold_lease
 from coevolve_engine.loop.config import RunConfig
 from coevolve_engine.loop.context import RunContext, RunError, phase_label
 from coevolve_engine.loop.ledger import Ledger, warmup_checkpoint  # the latter: bench/curriculum_bench.py imports it here
 from coevolve_engine.loop.phases import BY_NAME, FEEDBACK_PHASES, PHASES, describe, planned
+from coevolve_engine.loop.preflight import check_plugins
 from coevolve_engine.loop.summary import round_line
 from coevolve_engine.progress import progress
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS
@@ -76,9 +78,6 @@ class RunLoop:
 
     def run(self) -> RunReport:
         """Check the whole configuration, take the store's lease, then run every unfinished phase in order."""
-        from coevolve_engine.core.lease import hold_lease
-        from coevolve_engine.loop.preflight import check_plugins
-
         run = self.context
         check_plugins(run)
         self.ledger.check_store()  # before the lease too: a refused run leaves the store's data as it was

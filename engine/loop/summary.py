@@ -6,6 +6,7 @@ Every figure is a query on the store (``run_rounds_with``, ``flagged_trajectorie
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -108,8 +109,6 @@ def round_totals(store: Store, config: RunConfig, first: int, last: int) -> dict
 
 def plain_outputs(report: Any) -> dict[str, Any]:
     """A report object's scalar fields (and small lists and tables of them), for run_phases.outputs."""
-    import dataclasses
-
     fields = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(vars(report))
     plain = json.loads(to_json(fields))
     return {k: v for k, v in plain.items() if not isinstance(v, (list, dict)) or len(to_json(v)) <= 2000}

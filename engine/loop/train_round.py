@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -23,7 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.sink import StoreSink
+from coevolve_engine.progress import advance, detail
+from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
 
 
 class SpecError(CoevolveError):
@@ -83,10 +88,6 @@ class TrainSpec:
 def train_round(spec: TrainSpec, echo: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Train one round as ``spec`` says; the result (checkpoint, groups, rollouts, ...) on the process that
     saved the checkpoint, None on the others."""
-    from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.core.sink import StoreSink
-    from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
-
     db = Path(spec.db)
     environment = load_environment(spec.env, **spec.env_options)
     source = BatchSource.from_store(db, spec.round, seed=spec.seed, wait=spec.wait)
@@ -108,8 +109,6 @@ def train_round(spec: TrainSpec, echo: Callable[[str], None] = print) -> dict[st
 
 def peak_memory() -> dict[str, int]:
     """This process's peak resident memory, and the accelerator's peak allocation when one was used (bytes)."""
-    import resource
-
     peak = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # Linux: KiB
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -152,8 +151,6 @@ class ProgressSink:
         self._unreported = []
 
     def _written(self, groups, step: int) -> None:
-        from coevolve_engine.progress import advance, detail
-
         for group_id, rollouts in groups:
             self.groups += 1
             self.rollouts += len(rollouts)

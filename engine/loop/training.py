@@ -11,17 +11,20 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from coevolve_engine.curriculum import compute_weights
 from coevolve_engine.loop.config import checkpoint_folder
 from coevolve_engine.loop.context import RunContext, RunError
+from coevolve_engine.loop.launch import launch
 from coevolve_engine.loop.ledger import round_row, warmup_checkpoint
 from coevolve_engine.loop.summary import pct, plain_outputs, round_totals
 from coevolve_engine.core.store import Store
+from coevolve_engine.loop.train_round import TrainSpec, train_round
+from coevolve_engine.synthesis.bootstrap import bootstrap as build_tasks
+from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
 
 
 def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """D_0: ``bootstrap.n`` tasks from unguided exploration (idempotent: a rerun adds only what is missing)."""
-    from coevolve_engine.synthesis.bootstrap import bootstrap as build_tasks
-
     c, b = run.config, run.config.bootstrap
     models = c.models.exploration()
     run.detail(label, f"{b.n} tasks by unguided exploration with {models['explorer_model']}")
@@ -45,8 +48,6 @@ def describe_bootstrap(o: dict[str, Any]) -> str:
 
 def weights(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
     """(commit) The round's weight set: computed by the curriculum strategy, or one stored by hand kept."""
-    from coevolve_engine.curriculum import compute_weights
-
     c = run.config
     kept = store.scalar("SELECT count(*) FROM weight_sets WHERE round = $r", {"r": round_}) > 0
     if not kept:  # a weight set stored by hand (`coevolve-engine weights`) is used as it is
@@ -63,8 +64,6 @@ def describe_weights(o: dict[str, Any]) -> str:
 
 def warmup(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """Supervised fine-tuning of the starting policy on the store's successful trajectories."""
-    from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
-
     c = run.config
     run.detail(label, f"{c.warmup.trainer}: {c.warmup.steps} steps from {c.trainer.model}")
     context = TrainContext(
@@ -92,9 +91,6 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """F optimizer steps from the round's starting policy, after removing what an interrupted attempt wrote.
     With trainer.optimization = "run", the trainer continues the optimization saved in the previous round's
     checkpoint (optimizer, schedule, step, sampling state) against the run's starting policy as KL reference."""
-    from coevolve_engine.loop.launch import launch
-    from coevolve_engine.loop.train_round import TrainSpec, train_round
-
     c = run.config
     policy, first, removed = _start_round(run, round_)
     if removed:
@@ -183,8 +179,6 @@ def _starting_policy(run: RunContext, store: Store, round_: int) -> str:
 def episode_options(trainer: str, episode: Any, options: dict[str, Any]) -> dict[str, Any]:
     """A trainer's options with the run's ``[episode]`` settings its options class declares (so training plays
     episodes as evaluation does); setting one of them in the trainer's own options is refused."""
-    from coevolve_engine.trainers import TRAINERS
-
     settings = dataclasses.asdict(episode)
     clash = sorted(set(settings) & set(options))
     if clash:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 import numpy as np
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
-from coevolve_engine.embeddings import text_hash
+from coevolve_engine.embeddings import Embedder, text_hash
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, Clustering, cluster_vectors
 from coevolve_engine.patterns.render import MAX_CHARS, render_row, task_text
@@ -186,8 +186,6 @@ def find_patterns(
         texts = [render_row(row) for row in rows]
 
     if embedder is None:
-        from coevolve_engine.embeddings import Embedder
-
         embedder = Embedder(store=store)
     elif embedder.store is not store:
         embedder.store = store  # an embedder from embed_ahead, or one kept across rounds: this store's cache
@@ -300,8 +298,6 @@ class _Ahead:
 
 def _embed_selection(db, *, round, replace, step, first_step, params, max_trajectories, seed, signals, embedder,
                      wait, progress) -> _Ahead:
-    from coevolve_engine.embeddings import Embedder
-
     params = params or SignalParams()
     embedder = embedder or Embedder()
     with Store(db, read_only=True, wait=wait) as store:

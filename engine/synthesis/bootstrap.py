@@ -49,14 +49,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.embeddings import Embedder
 from coevolve_engine.prompts import load_prompt
 from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer, check_kinds
-from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD, validate_candidates
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents import Agent
@@ -196,8 +198,6 @@ def _pattern_env(patterns: Sequence[FailurePattern]) -> str:
 
 
 def _environment(name: str) -> "Environment":
-    from coevolve_engine.adapters.environments import load_environment
-
     return load_environment(name)
 
 
@@ -298,8 +298,6 @@ def bootstrap(
         retries=retries, cache=cache, kinds=kinds)
     check_kinds(synthesizer.kinds, environment.draft_kinds())
     if embedder is None:  # one for every batch, so the model loads once
-        from coevolve_engine.embeddings import Embedder
-
         embedder = Embedder()
     validation = dict(env=environment, novelty_threshold=novelty_threshold,
                       contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
@@ -378,8 +376,6 @@ class _BootstrapRun:
         return proposed, next_world
 
     def validate(self) -> None:
-        from coevolve_engine.synthesis.validation import validate_candidates
-
         verdicts = validate_candidates(self.store_path, round=self.report.round, **self.validation)
         self.report.accepted += verdicts.accepted
         for reason, count in verdicts.by_reason.items():

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, Agent, AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError
 from coevolve_engine.prompts import Prompt, load_prompt
@@ -276,8 +277,6 @@ class LLMSynthesizer(ExplorationSynthesizer):
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
                 seed: int) -> list[Candidate]:
-        from coevolve_engine.adapters.environments import load_environment
-
         candidates: list[Candidate] = []
         for pattern in patterns:
             if len(candidates) >= max_candidates:

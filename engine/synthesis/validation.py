@@ -48,7 +48,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from coevolve_engine.embeddings import text_hash
+from coevolve_engine.adapters.agents import run_rollouts
+from coevolve_engine.adapters.environments import load_environment
+from coevolve_engine.embeddings import Embedder, text_hash
 from coevolve_engine.core.errors import CoevolveError, IngestError
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis import contamination
@@ -214,8 +216,6 @@ class _Novelty:
 
     def __init__(self, store: Store, candidates: list[Candidate], embedder: "Embedder | None") -> None:
         if embedder is None:
-            from coevolve_engine.embeddings import Embedder
-
             embedder = Embedder()
         envs = sorted({c.env for c in candidates})
         rows = store.execute(
@@ -279,8 +279,6 @@ class _Checker:
 
     def environment(self, name: str) -> "Environment":
         if name not in self.environments:
-            from coevolve_engine.adapters.environments import load_environment
-
             self.environments[name] = load_environment(name)
         return self.environments[name]
 
@@ -378,8 +376,6 @@ class _Checker:
                      "(training tasks and earlier accepted candidates; eval tasks are held out)")
 
     def _agent_attempt(self, candidate: Candidate, measured: dict[str, float | None]) -> Check:
-        from coevolve_engine.adapters.agents import run_rollouts
-
         self.session.close()  # the agent may take minutes: let readers in meanwhile
         rollouts = run_rollouts(self.environment(candidate.env),
                                 [{"task_id": candidate.task_id, "spec": candidate.spec}], self.agent,

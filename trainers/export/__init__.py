@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from coevolve_engine.core.outputs import check_output, write_output
 from coevolve_engine.trainers.export.layouts import ExportTask, openrlhf_record, verl_row
 from coevolve_engine.trainers.export.verl_files import (
@@ -101,8 +104,6 @@ def load_tasks(store: "Store", weights: dict[str, float]) -> list[ExportTask]:
 
 def _no_null_types(data_type):
     """``data_type`` with every all-null column typed as string, so exports of different rounds concatenate."""
-    import pyarrow as pa
-
     if pa.types.is_null(data_type):
         return pa.string()
     if pa.types.is_struct(data_type):
@@ -113,9 +114,6 @@ def _no_null_types(data_type):
 
 
 def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     table = pa.Table.from_pylist(rows)
     schema = pa.schema([field.with_type(_no_null_types(field.type)) for field in table.schema])
     buffer = io.BytesIO()

@@ -33,6 +33,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from coevolve_engine.adapters.agents.player import Play
+
 
 @dataclass(frozen=True)
 class ExportTask:
@@ -69,8 +71,6 @@ class EpisodeOpening:
 def episode_opening(environment: Any, task: ExportTask) -> EpisodeOpening:
     """Start an episode of ``task`` in the episode player, read its opening, then walk its turns (no answers) for
     the functions later turns release."""
-    from coevolve_engine.adapters.agents.player import Play
-
     play = Play(environment.start(task.task_id, _spec_object(task)), task_id=task.task_id)
     episode = play.episode
     try:

@@ -18,7 +18,10 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.outputs import write_output
+from coevolve_engine.trainers.export.layouts import episode_opening
+from coevolve_engine.trainers.export.weights import ExportError
 
 if TYPE_CHECKING:
     from coevolve_engine.trainers.export.layouts import EpisodeOpening, ExportTask
@@ -33,10 +36,6 @@ FILES = {"tools": "tool_config.json", "interaction": "interaction_config.json", 
 def episode_openings(tasks: list["ExportTask"]) -> dict[str, "EpisodeOpening"]:
     """Each task's episode opening, for the tasks whose environment this install can load (others keep the
     task's prompt alone, as a single-turn row)."""
-    from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.trainers.export.layouts import episode_opening
-    from coevolve_engine.trainers.export.weights import ExportError
-
     environments: dict[str, object] = {}
     openings = {}
     for task in tasks:

@@ -28,6 +28,8 @@ import json
 from typing import Any
 
 from coevolve_engine.adapters.agents.base import Agent, EpisodeLimits
+from coevolve_engine.adapters.agents.local_agent import TokenPolicy
+from coevolve_engine.adapters.agents.player import play_all, start_play
 from coevolve_engine.core.rollout import Rollout
 from coevolve_engine.core.environment import Environment
 
@@ -52,8 +54,6 @@ class TrainingPolicy(Agent):
     batched = True
 
     def __init__(self, model: Any, tokenizer: Any, config: Any, policy: str) -> None:
-        from coevolve_engine.adapters.agents.local_agent import TokenPolicy
-
         self.policy = policy
         self.limits = EpisodeLimits(max_steps=config.max_steps,
                                     max_model_calls_per_turn=config.max_model_calls_per_turn)
@@ -74,8 +74,6 @@ def play_episodes(environment: Environment, rows: list[dict[str, Any]], model: A
                   policy: str) -> tuple[dict[str, Any], list[Rollout]]:
     """Play one episode per row (``task_id``, ``spec`` as JSON) with ``model``; returns (the ``rollout_func``
     output, the rollouts as the store records them)."""
-    from coevolve_engine.adapters.agents.player import play_all, start_play
-
     agent = TrainingPolicy(model, tokenizer, config, policy)
     plays = [start_play(environment, row["task_id"], json.loads(row["spec"]), agent) for row in rows]
     rollouts = play_all(plays, agent)

@@ -36,8 +36,15 @@ from typing import Any, ClassVar, Mapping
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, EpisodeLimits
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
+from coevolve_engine.core.device import placement
+from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.sampler import draw_seed
+from coevolve_engine.core.sink import StoreSink
+from coevolve_engine.core.store import Store
+from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.trainers.base import BatchSource, Stopwatch, Trainer, TrainReport, TrajectorySink
 from coevolve_engine.trainers.base import TrainContext, checked_trl_args, options_config  # how the run builds one
+from coevolve_engine.trainers.trl_grpo.episodes import play_episodes, task_prompt
 
 
 @dataclass
@@ -137,8 +144,6 @@ def grpo_args(config: TRLGRPOConfig) -> Any:
     Building it loads no model and writes nothing, so the run builds it before a round to check ``trl_args``."""
     from trl import GRPOConfig
 
-    from coevolve_engine.core.device import placement
-
     precision = precision_settings(placement(config.use_cpu))
     k = config.group_size
     settings: dict[str, Any] = dict(
@@ -190,7 +195,6 @@ class TRLGRPOTrainer(Trainer):
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from coevolve_engine.trainers.trl_grpo.episodes import task_prompt
         from coevolve_engine.trainers.trl_grpo.grpo import CoevolveGRPOTrainer, SaveAtEnd
 
         if not tasks:
@@ -234,11 +238,6 @@ class TRLGRPOTrainer(Trainer):
     ) -> "TRLGRPOTrainer":
         """A trainer on the store's tasks that ``source`` names, writing its rollouts back to the same store
         (through ``sink``, default a ``StoreSink`` on ``db``)."""
-        from coevolve_engine.core.errors import CoevolveError
-        from coevolve_engine.core.tasks import select_tasks
-        from coevolve_engine.core.store import Store
-        from coevolve_engine.core.sink import StoreSink
-
         with Store(db, read_only=True, wait=wait) as store:
             tasks = select_tasks(store, environment.name, task_ids=source.task_ids())
         missing = sorted(set(source.task_ids()) - {task["task_id"] for task in tasks})
@@ -299,15 +298,11 @@ class TRLGRPOTrainer(Trainer):
         """TRL's ``rollout_func``: play the step's episodes (``grpo.rows``, one per prompt) to their end."""
         from accelerate.utils import gather_object
 
-        from coevolve_engine.trainers.trl_grpo.episodes import play_episodes
-
         rows = grpo.rows  # kept by CoevolveGRPOTrainer.training_step: the prompts' rows, in their order
         if len(rows) != len(prompts):
             raise RuntimeError(f"rollout_func got {len(prompts)} prompts for {len(rows)} rows")
         import torch
         from trl.models import unwrap_model_for_generation
-
-        from coevolve_engine.core.sampler import draw_seed
 
         training = grpo.model.training
         step = self.steps_done + grpo.state.global_step - self._first_global + 1
@@ -355,8 +350,6 @@ def _global_step(checkpoint: str | None) -> int:
         return 0
     state = Path(checkpoint) / "trainer_state.json"
     if not state.exists():
-        from coevolve_engine.core.errors import CoevolveError
-
         raise CoevolveError(f"resume_from: {checkpoint} is not a checkpoint a trl-grpo round saved (no "
                             f"{state.name}); its optimization cannot be continued (trainer.optimization = \"round\" "
                             "starts a fresh one from it)")

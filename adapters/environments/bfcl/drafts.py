@@ -29,6 +29,9 @@ import json
 import re
 from typing import Any
 
+from coevolve_engine.adapters.environments.bfcl.api_state import APIState
+from coevolve_engine.adapters.environments.bfcl.specs import ground_truth_calls
+
 KINDS = ("base", "miss_func", "miss_param", "long_context")
 
 #: What the abstraction model is told for each kind (the prompt's $kinds).
@@ -198,8 +201,6 @@ def kind_problems(spec: dict[str, Any]) -> list[str]:
     - long_context: some declared class reads BFCL's long-context setting (loading the world with it changes
       the instance); else the task would be a base task under another name.
     """
-    from coevolve_engine.adapters.environments.bfcl.specs import ground_truth_calls
-
     if not _shaped(spec):
         return []  # not a multi-turn spec the kind rules can read: the schema check names what is wrong
     kind = written_kind(spec)
@@ -292,8 +293,6 @@ def _same(argument: Any, value: Any) -> bool:
 
 
 def _reads_long_context(spec: dict[str, Any]) -> bool:
-    from coevolve_engine.adapters.environments.bfcl.api_state import APIState
-
     config = spec.get("initial_config", {})
     short, long = APIState(spec["involved_classes"], config, False), APIState(spec["involved_classes"], config, True)
     return any(repr(vars(short.instances[name])) != repr(vars(long.instances[name])) for name in short.instances)
