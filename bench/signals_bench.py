@@ -32,7 +32,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from coevolve_engine import signals_reference as ref
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
 from coevolve_engine.core.store import Store
 

@@ -126,7 +126,7 @@ def sample_exports(folder: Path) -> dict:
 
     from coevolve_engine.cli import cli
     from coevolve_engine.curriculum import compute_weights
-    from coevolve_engine.signals import SignalParams
+    from coevolve_engine.core.signal_params import SignalParams
     from coevolve_engine.core.store import Store
     from coevolve_engine.trainers.export import export_round
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from coevolve_engine.core.signal_params import FORGETTING_FORMS, SignalParams  # noqa: F401 (re-exported)
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store
 from coevolve_engine.snapshot import signal_snapshot
 

@@ -13,7 +13,7 @@ import pytest
 from coevolve_engine.curriculum import (
     STRATEGIES, CurriculumError, CurriculumStrategy, compute_weights, load_strategy, load_weights,
 )
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 
 # theta 10 %, min_n 0: task 'one''s single rollout (pattern x, 1 of 13 patterned rollouts at step 3) is rare
 PARAMS = SignalParams(threshold=0.5, w=3, theta=10, min_n=0)

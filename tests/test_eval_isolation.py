@@ -20,7 +20,7 @@ from bfcl_patterns import insert_patterns, rollouts
 from coevolve_engine.curriculum import WeightedGroupSampler, compute_weights
 from coevolve_engine.embeddings import Embedder, text_hash
 from coevolve_engine.core.tasks import select_tasks
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import (
     Candidate,

@@ -287,7 +287,7 @@ def test_the_phases_follow_the_ablation_settings(tmp_path):
 def test_signals_use_limits_the_flagged_trajectories_patterns_are_made_of(db):
     from coevolve_engine.patterns import find_patterns
     from coevolve_engine.patterns.select import select_flagged
-    from coevolve_engine.signals import SignalParams
+    from coevolve_engine.core.signal_params import SignalParams
 
     params = SignalParams()
     with Store(db) as store:

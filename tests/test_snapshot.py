@@ -7,7 +7,7 @@ import random
 import duckdb
 import pytest
 
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
 from coevolve_engine.core.store import Store
 from test_views_reference import _normalise, _random_records

@@ -14,7 +14,7 @@ from coevolve_engine.cli.output import force_option, format_option, output_optio
 from coevolve_engine.core.sampler import MAX_BATCH_ROWS, WeightedGroupSampler
 from coevolve_engine.core.store import Store
 from coevolve_engine.curriculum import STRATEGIES, compute_weights, config_help, latest_round, load_weights
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 
 
 class _StrategyHelp(click.Command):

@@ -10,7 +10,7 @@ from coevolve_engine.cli.options import ROUND, SEED, STEP, db_option, long_job, 
 from coevolve_engine.core.store import Store
 from coevolve_engine.patterns import find_patterns
 from coevolve_engine.patterns.find import prepare_patterns
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -9,7 +9,8 @@ import click
 
 from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
-from coevolve_engine.signals import SignalParams, summarise
+from coevolve_engine.core.signal_params import SignalParams
+from coevolve_engine.signals import summarise
 from coevolve_engine.core.store import Store
 
 

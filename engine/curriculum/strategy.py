@@ -22,7 +22,7 @@ import polars as pl
 from coevolve_engine.core.settings import coerce, field_types, help_of
 from coevolve_engine.core.errors import CoevolveError, CurriculumError
 from coevolve_engine.core.registry import Registry
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 
 STRATEGIES = Registry("curriculum strategy", entry_point_group="coevolve_engine.strategies")
 STRATEGIES.register("uniform", "coevolve_engine.curriculum.uniform:UniformStrategy",

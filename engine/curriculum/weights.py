@@ -15,7 +15,7 @@ import polars as pl
 from coevolve_engine.core.weights import (  # the read side, shared with trainers
     WeightSet, check_weights, latest_round, load_weights)
 from coevolve_engine.curriculum.strategy import CurriculumError, CurriculumStrategy, load_strategy
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.snapshot import signal_snapshot
 from coevolve_engine.core.store import Store
 

@@ -39,7 +39,7 @@ from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE,
 from coevolve_engine.patterns.render import MAX_CHARS, render_row, task_text
 from coevolve_engine.patterns.select import explain_none_flagged, latest_step, ordered_signals, select_flagged
 from coevolve_engine.patterns.write import MemberRow, PatternRow, build_rows, check_round, next_round, write_rows
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.signals import SignalParams
+from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store
 
 SIGNALS = ("forgetting", "boundary", "rare")  # also the order that breaks ties between dominant signals
