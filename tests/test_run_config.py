@@ -173,7 +173,7 @@ options = {tasks_per_pattern = 3}
 
 
 def test_the_old_model_keys_still_work_each_with_a_warning_naming_its_new_key(tmp_path):
-    from coevolve_engine.loop.config_files import DeprecatedSetting
+    from coevolve_engine.loop.renamed_keys import DeprecatedSetting
 
     old = write(tmp_path, OLD_MODEL_KEYS)
     with pytest.warns(DeprecatedSetting) as caught:
@@ -193,7 +193,7 @@ def test_the_old_model_keys_still_work_each_with_a_warning_naming_its_new_key(tm
 
 
 def test_an_old_model_key_given_with_set_is_read_with_a_warning(tmp_path):
-    from coevolve_engine.loop.config_files import DeprecatedSetting
+    from coevolve_engine.loop.renamed_keys import DeprecatedSetting
 
     with pytest.warns(DeprecatedSetting, match=r"--set validation.judge_model=openai/j: validation.judge_model is "
                                                r"now models.judge.model \(every model the run calls is in "

@@ -14,7 +14,8 @@ from coevolve_engine.core.outputs import check_output
 from coevolve_engine.core.store import Store
 from coevolve_engine.curriculum import STRATEGIES, config_help
 from coevolve_engine.loop.config import ConfigError, RunConfig
-from coevolve_engine.loop.config_files import DeprecatedSetting, blame_override, load_config
+from coevolve_engine.loop.config_files import blame_override, load_config
+from coevolve_engine.loop.renamed_keys import DeprecatedSetting
 from coevolve_engine.loop.phases import help_text
 from coevolve_engine.loop.run import RunLoop
 from coevolve_engine.loop.summary import loop_cost, rounds_table

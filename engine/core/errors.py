@@ -41,3 +41,7 @@ class IngestError(CoevolveError):
 
 class CurriculumError(CoevolveError):
     """A weight set cannot be computed, stored or loaded as asked."""
+
+
+class ConfigError(CoevolveError):
+    """A configuration file or override that cannot be used; the message names the file and the key."""

@@ -18,111 +18,12 @@ import dataclasses
 import difflib
 import re
 import tomllib
-import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from coevolve_engine.core.settings import coerce, field_types, is_section
 from coevolve_engine.loop.config import ConfigError, RunConfig
-
-#: where a configuration read back from the store is named: its old keys are translated without a word
-STORED = "stored configuration"
-
-#: settings renamed or moved (to [models]): old dotted key -> the keys that now hold its value, and whether it is
-#: the more specific of two old keys that set one new key (an explorer's own server over the shared one)
-RENAMED: dict[str, tuple[tuple[str, ...], bool]] = {
-    "validation.k": (("validation.attempts",), True),
-    "trainer.options.num_generations": (("trainer.options.group_size",), True),
-    "bootstrap.explorer_model": (("models.explorer.model",), True),
-    "bootstrap.model": (("models.abstraction.model",), True),
-    "bootstrap.api_base": (("models.explorer.api_base", "models.abstraction.api_base"), False),
-    "bootstrap.options.explorer_api_base": (("models.explorer.api_base",), True),
-    "synthesis.summary_model": (("models.summary.model",), True),
-    "synthesis.options.model": (("models.abstraction.model",), True),
-    "synthesis.options.explorer_model": (("models.explorer.model",), True),
-    "synthesis.options.api_base": (("models.explorer.api_base", "models.abstraction.api_base",
-                                    "models.summary.api_base"), False),
-    "synthesis.options.explorer_api_base": (("models.explorer.api_base",), True),
-    "validation.agent_model": (("models.agent.model",), True),
-    "validation.judge_model": (("models.judge.model",), True),
-    "validation.api_base": (("models.agent.api_base", "models.judge.api_base"), True),
-}
-#: the synthesizers whose models the old synthesis.options keys named (a plugin's own options are its own)
-_EXPLORING = ("llm", "llm-unguided")
-#: keys a config never holds: they would be stored with every round
-_SECRETS = ("bootstrap.options.api_key", "synthesis.options.api_key")
-
-
-class DeprecatedSetting(FutureWarning):
-    """A configuration key that still works but has moved; the message names the key to use instead."""
-
-
-def _pop(data: dict[str, Any], key: str) -> tuple[bool, Any]:
-    *parents, last = key.split(".")
-    table = data
-    for part in parents:
-        table = table.get(part)
-        if not isinstance(table, dict):
-            return False, None
-    if last not in table:
-        return False, None
-    return True, table.pop(last)
-
-
-def _put(data: dict[str, Any], key: str, value: Any) -> None:
-    *parents, last = key.split(".")
-    table = data
-    for part in parents:
-        table = table.setdefault(part, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"{'.'.join(parents)} must be a table")
-    table[last] = value
-
-
-def upgrade(data: dict[str, Any], where: str, synthesizer: str, *, warn: bool = True) -> dict[str, Any]:
-    """``data`` (one file's table, a --set, or a stored config) with the keys in ``RENAMED`` moved to the
-    ones that replace them (a warning each, unless ``warn`` is false). ``synthesizer``: the one in effect,
-    since synthesis.options named models only for the exploring synthesizers. Two old keys that give one new
-    key different values (a bootstrap explorer and a synthesis explorer: a run now has one) are refused."""
-    for key in _SECRETS:
-        if _pop(data, key)[0]:
-            raise ConfigError(f"{where}: {key}: a key is not written in the configuration (it is stored with every "
-                              "round); export it and name the variable in models.ROLE.api_key_env")
-    found: dict[str, list[tuple[bool, Any, str]]] = {}
-    for old, (new_keys, specific) in RENAMED.items():
-        if old.startswith("synthesis.options.") and synthesizer not in _EXPLORING:
-            continue
-        present, value = _pop(data, old)
-        if not present:
-            continue
-        for new in new_keys:
-            if _pop(json_copy(data), new)[0]:
-                raise ConfigError(f"{where}: {old} is the old name of {new}: give one of them")
-        if warn:
-            why = " (every model the run calls is in [models])" if new_keys[0].startswith("models.") else ""
-            warnings.warn(DeprecatedSetting(f"{where}: {old} is now {' and '.join(new_keys)}{why}; the old key goes "
-                                            "in the next release"), stacklevel=2)
-        for new in new_keys:
-            found.setdefault(new, []).append((specific, value, old))
-    for new, given in found.items():
-        given = [g for g in given if g[1] != ""] or given[-1:]  # an empty value was the default: "unset"
-        rank = max(specific for specific, _, _ in given)
-        chosen = [(value, old) for specific, value, old in given if specific == rank]
-        if len({repr(value) for value, _ in chosen}) > 1 and warn:
-            named = " and ".join(f"{old} = {value!r}" for value, old in chosen)
-            raise ConfigError(f"{where}: {named} differ, but a run has one {new.split('.')[1]} model: set {new}")
-        _put(data, new, chosen[-1][0])
-    return data
-
-
-def _synthesizer(*tables: Mapping[str, Any]) -> str:
-    """The synthesizer in effect: the last table that names one, else the default."""
-    for table in reversed(tables):
-        section = table.get("synthesis")
-        if isinstance(section, Mapping) and isinstance(section.get("synthesizer"), str):
-            return section["synthesizer"]
-    return RunConfig().synthesis.synthesizer
-
+from coevolve_engine.loop.renamed_keys import STORED, json_copy, synthesizer_in_effect, upgrade
 
 def _build(cls: type, values: Mapping[str, Any], where: str, prefix: str = "") -> Any:
     """A settings section from a table, every value through ``coerce`` against its field's type."""
@@ -228,7 +129,7 @@ def read_config_file(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any
         if not isinstance(parent, str) or not parent:
             raise ConfigError(f"{path}: extends must be the path of another config file, got {parent!r}")
         base = read_config_file(path.parent / parent, (*_chain, resolved))
-    upgrade(data, str(path), _synthesizer(base, data))
+    upgrade(data, str(path), synthesizer_in_effect(base, data))
     _build(RunConfig, data, str(path))  # unknown keys and wrong types, named in this file
     return merge(base, data) if parent is not None else data
 
@@ -242,9 +143,10 @@ def load_config(path: Path | None, overrides: list[str] | tuple[str, ...] = (), 
     for override in overrides:
         # each override on its own, so that an error names the --set that caused it, never the file
         alone = _override_only(override)
-        _build(RunConfig, upgrade(alone, f"--set {override}", _synthesizer(data, alone)), f"--set {override}")
+        where = f"--set {override}"
+        _build(RunConfig, upgrade(alone, where, synthesizer_in_effect(data, alone)), where)
         apply_override(data, override)
-        upgrade(data, f"--set {override}", _synthesizer(data), warn=False)  # warned just above
+        upgrade(data, f"--set {override}", synthesizer_in_effect(data), warn=False)  # warned just above
     config = _build(RunConfig, data, str(path) if path is not None else "--set")
     if check:
         try:
@@ -299,13 +201,8 @@ def _override_of(message: str, overrides: list[str] | tuple[str, ...]) -> str | 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     """A config as stored with a round (``RunConfig.to_dict``); one stored before [models] is read in its terms."""
-    data = upgrade(json_copy(data), STORED, _synthesizer(data), warn=False)
+    data = upgrade(json_copy(data), STORED, synthesizer_in_effect(data), warn=False)
     return _build(RunConfig, data, STORED)
-
-
-def json_copy(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of a table of tables (so that ``upgrade`` leaves the caller's own untouched)."""
-    return {k: json_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> Iterator[str]:

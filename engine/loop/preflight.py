@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.curriculum import STRATEGIES
-from coevolve_engine.loop.config import MODEL_ROLES, ConfigError
+from coevolve_engine.loop.config import ConfigError
+from coevolve_engine.loop.models import MODEL_ROLES
 from coevolve_engine.loop.context import RunContext
 from coevolve_engine.loop.feedback import synthesizer_options
 from coevolve_engine.loop.training import episode_options
