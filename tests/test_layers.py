@@ -44,6 +44,16 @@ def module_name(path: Path) -> tuple[str, bool]:
     return ".".join([FOLDERS[relative.parts[0]], *parts]), package
 
 
+def from_module(node: ast.ImportFrom, name: str, package: bool) -> str:
+    """The absolute module a ``from ... import`` in module ``name`` reads from (relative imports resolved)."""
+    base = node.module or ""
+    if node.level:
+        anchor = name.split(".") if package else name.split(".")[:-1]
+        anchor = anchor[: len(anchor) - node.level + 1]
+        base = ".".join([*anchor, *([base] if base else [])])
+    return base
+
+
 def imported(path: Path) -> list[tuple[int, str]]:
     """(line, module) for every coevolve_engine module ``path`` imports, relative imports resolved."""
     name, package = module_name(path)
@@ -52,11 +62,7 @@ def imported(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".") if package else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
+            base = from_module(node, name, package)
             if base == "coevolve_engine":  # `from coevolve_engine import signals`
                 found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
             else:
@@ -116,11 +122,7 @@ def import_edges(path: Path, known: dict[str, Path]) -> list[tuple[int, str, ast
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name, node) for alias in node.names if alias.name in known]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".") if package else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
+            base = from_module(node, name, package)
             for alias in node.names:
                 target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
                 if target in known:
