@@ -153,7 +153,7 @@ def test_the_patterns_phase_keeps_patterns_another_command_stored_for_its_round(
     ("trainer.options.max_steps=5", "trainer.options: set max_steps under [episode]"),
     ("rounds=99999999999", "--set rounds=99999999999: rounds must be at most 10,000"),
     ("synthesis.max_candidates=99999999999", "synthesis.max_candidates must be at most 10,000, got 99,999,999,999"),
-    ("validation.k=99999999999", "validation.k must be at most 4,096"),
+    ("validation.attempts=99999999999", "validation.attempts must be at most 4,096"),
 ])
 def test_a_value_the_round_would_refuse_is_refused_before_it_writes(calc_store, run_toml, override, words):
     before = table_hashes(calc_store)

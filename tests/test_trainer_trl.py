@@ -348,7 +348,7 @@ def thinking_step(tmp_path_factory):
     db = tmp / "store.duckdb"
     with Store(db) as store:
         store.add_records("tasks", [task])
-    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), num_generations=K, groups_per_step=1,
+    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), group_size=K, groups_per_step=1,
                            learning_rate=1e-2, beta=1e-3, max_new_tokens=64, max_completion_length=400,
                            policy_name="tiny", save_checkpoint=False)
     trainer = TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),
