@@ -41,25 +41,34 @@ class DeprecatedSetting(FutureWarning):
     """A configuration key that still works but has moved; the message names the key to use instead."""
 
 
-def _pop(data: dict[str, Any], key: str) -> tuple[bool, Any]:
+def _table(data: dict[str, Any], key: str, *, create: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """The table that holds the dotted ``key`` and the key's last part; None when a table on the way is missing
+    (made, with ``create``)."""
     *parents, last = key.split(".")
     table = data
     for part in parents:
-        table = table.get(part)
+        table = table.setdefault(part, {}) if create else table.get(part)
         if not isinstance(table, dict):
-            return False, None
-    if last not in table:
+            if create:
+                raise ConfigError(f"{'.'.join(parents)} must be a table")
+            return None, last
+    return table, last
+
+
+def _holds(data: dict[str, Any], key: str) -> bool:
+    table, last = _table(data, key)
+    return table is not None and last in table
+
+
+def _pop(data: dict[str, Any], key: str) -> tuple[bool, Any]:
+    table, last = _table(data, key)
+    if table is None or last not in table:
         return False, None
     return True, table.pop(last)
 
 
 def _put(data: dict[str, Any], key: str, value: Any) -> None:
-    *parents, last = key.split(".")
-    table = data
-    for part in parents:
-        table = table.setdefault(part, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"{'.'.join(parents)} must be a table")
+    table, last = _table(data, key, create=True)
     table[last] = value
 
 
@@ -80,7 +89,7 @@ def upgrade(data: dict[str, Any], where: str, synthesizer: str, *, warn: bool = 
         if not present:
             continue
         for new in new_keys:
-            if _pop(json_copy(data), new)[0]:
+            if _holds(data, new):
                 raise ConfigError(f"{where}: {old} is the old name of {new}: give one of them")
         if warn:
             why = " (every model the run calls is in [models])" if new_keys[0].startswith("models.") else ""
