@@ -219,25 +219,32 @@ def test_batch_source_reads_a_rounds_stored_weights(tmp_path):
 THREE_TURNS = ["Add 2 to the counter.", "Now add 3.", "Read the counter."]
 
 
-@pytest.fixture(scope="module")
-def three_turn_step(tmp_path_factory):
+def counter_trainer(tmp, task_id: str, texts: list[str], *, target: int, **options):
+    """trl-grpo on one crafted 3-turn counter task: a tiny Qwen3 whose tokenizer also learned ``texts``, group
+    size K, one group a step; ``options`` are the config's own (beta, max_new_tokens, ...)."""
     from toy_env import TOOLS, CounterEnvironment, counter_task
 
     from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, qwen3_chat_template
     from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig, TRLGRPOTrainer
 
-    tmp = tmp_path_factory.mktemp("three-turns")
-    corpus = [qwen3_chat_template(), json.dumps(TOOLS), *THREE_TURNS, "The counter is 5."] * 3
+    corpus = [qwen3_chat_template(), json.dumps(TOOLS), *THREE_TURNS, *texts] * 3
     policy = build_tiny_qwen3(tmp / "policy", corpus, vocab_size=400)
-    task = counter_task("counter/three", THREE_TURNS, target=5)
+    task = counter_task(task_id, THREE_TURNS, target=target)
     db = tmp / "store.duckdb"
     with Store(db) as store:
         store.add_records("tasks", [task])
     config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), group_size=K, groups_per_step=1,
-                           learning_rate=1e-2, beta=0.0, max_new_tokens=12, max_completion_length=400,
-                           max_model_calls_per_turn=1, policy_name="tiny", save_checkpoint=False)
-    trainer = TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),
-                                        reward_funcs=[shorter_is_better])
+                           learning_rate=1e-2, max_completion_length=400, policy_name="tiny", save_checkpoint=False,
+                           **options)
+    return TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),
+                                     reward_funcs=[shorter_is_better])
+
+
+@pytest.fixture(scope="module")
+def three_turn_step(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("three-turns")
+    trainer = counter_trainer(tmp, "counter/three", ["The counter is 5."], target=5, beta=0.0, max_new_tokens=12,
+                              max_model_calls_per_turn=1)
     seen = []
     play = trainer._rollout_func
 
@@ -250,7 +257,7 @@ def three_turn_step(tmp_path_factory):
     model = trainer.model
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     trainer.train(1)
-    with Store(db, read_only=True) as store:
+    with Store(tmp / "store.duckdb", read_only=True) as store:
         rows = store.sql("SELECT messages, meta FROM trajectories ORDER BY trajectory_id").to_dicts()
     return trainer, before, seen[0], rows
 
@@ -334,25 +341,10 @@ def thinking_step(tmp_path_factory):
     by a script with think blocks and scored by the tiny model itself (teacher-forced)."""
     from types import SimpleNamespace
 
-    from toy_env import TOOLS, CounterEnvironment, counter_task
-
-    from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, qwen3_chat_template
-    from coevolve_engine.trainers.trl_grpo import TRLGRPOConfig, TRLGRPOTrainer
-
     tmp = tmp_path_factory.mktemp("thinking")
     answers = [_thinking_answer(end, row) for row in range(K)
                for end in ("", "</tool_response><|im_end|>\n<|im_start|>assistant\n")]
-    corpus = [qwen3_chat_template(), json.dumps(TOOLS), *THREE_TURNS, *answers] * 3
-    policy = build_tiny_qwen3(tmp / "policy", corpus, vocab_size=400)
-    task = counter_task("counter/thinking", THREE_TURNS, target=6)
-    db = tmp / "store.duckdb"
-    with Store(db) as store:
-        store.add_records("tasks", [task])
-    config = TRLGRPOConfig(model=str(policy), output_dir=str(tmp / "out"), group_size=K, groups_per_step=1,
-                           learning_rate=1e-2, beta=1e-3, max_new_tokens=64, max_completion_length=400,
-                           policy_name="tiny", save_checkpoint=False)
-    trainer = TRLGRPOTrainer.from_store(db, config, CounterEnvironment(), BatchSource({task["task_id"]: 1.0}),
-                                        reward_funcs=[shorter_is_better])
+    trainer = counter_trainer(tmp, "counter/thinking", answers, target=6, beta=1e-3, max_new_tokens=64)
     grpo, model = trainer._grpo, trainer.model
     tokenizer = grpo.processing_class
     assert tokenizer.chat_template is not None
