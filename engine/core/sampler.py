@@ -97,19 +97,19 @@ class WeightedGroupSampler:
 
     def _vector(self, weights: Weights) -> np.ndarray:
         """One weight per index: a mapping is laid out in task_ids order, 0 for a task it does not name."""
+        hint = "; recompute them with `coevolve-engine weights` (e.g. --strategy uniform)"
         if isinstance(weights, Mapping):
             by_id = {str(task): weight for task, weight in weights.items()}
+            check_weights(by_id, what="sampler", error=SamplerError, hint=hint)  # the one check names the task
             known = set(self.task_ids)
             unknown = sorted(task for task, weight in by_id.items() if task not in known and weight > 0)
             if unknown:
                 raise SamplerError(f"weights name tasks the sampler's tasks (the trainer's dataset) do not hold: "
                                    f"{', '.join(unknown[:5])}; rebuild the sampler on them")
-            weights = [by_id.get(task, 0.0) for task in self.task_ids]
-            weights = dict(zip(self.task_ids, weights))  # so the one check names the task
-        elif self.task_ids is not None and len(weights) != len(self.task_ids):
+            return np.array([by_id.get(task, 0.0) for task in self.task_ids], dtype=np.float64)
+        if self.task_ids is not None and len(weights) != len(self.task_ids):
             raise SamplerError(f"{len(weights)} weights for {len(self.task_ids)} task ids")
-        return check_weights(weights, what="sampler", error=SamplerError,
-                             hint="; recompute them with `coevolve-engine weights` (e.g. --strategy uniform)")
+        return check_weights(weights, what="sampler", error=SamplerError, hint=hint)
 
     def weights(self) -> np.ndarray:
         """The weights the next draw uses, one per index."""
