@@ -36,9 +36,9 @@ written, `-k/--group-size` the rollouts per task (a GRPO group), and `--api-base
 what the store and the libraries underneath can hold: a `--round` is at most 2,147,483,647 (the store's round
 column), a `--step` at most 2^53 - 1 (a trajectory's), a `--seed` in [0, 2^32 - 1], `rollout -k` at most 4096,
 `--timeout` at most 86400 s, `--retries` at most 100 (the wait between tries doubles from 1 s up to a minute),
-`run`/`demo --rounds` at most 10,000, a `sample` batch (`--tasks` x `-k`) at most 10,000,000 rows and a
+`run`/`demo --rounds` at most 10,000, a `sample` batch (`--groups-per-step` x `-k`) at most 10,000,000 rows and a
 `bootstrap` at most 30,000 worlds. The spellings of the previous release (`--json`, `--out`, `export --format`,
-`validate -k`, `drift --k`) still work and say what to write instead.
+`validate -k`, `drift --k`, `sample --tasks`) still work and say what to write instead.
 """
 
 
