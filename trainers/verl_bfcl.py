@@ -66,8 +66,6 @@ class VerlEpisodeError(CoevolveError):
     """A rollout the reward function cannot score (it did not come from the coevolve agent loop)."""
 
 
-def _environment(name: str):
-    return load_environment(name)
 
 
 def reply_from_text(text: str) -> ModelReply:
@@ -80,7 +78,7 @@ def start_play(task_id: str, spec: Any, env: str | None, *, instance_id: str | N
                tools: dict[str, "EpisodeTool"] | None = None) -> Play:
     """A fresh episode of the task in the episode player; with ``tools`` its calls run through those verl tools."""
     spec = json.loads(spec) if isinstance(spec, str) else spec
-    episode = _environment(env or "bfcl").start(task_id, spec)
+    episode = load_environment(env or "bfcl").start(task_id, spec)
     if tools is not None and instance_id is not None:
         with _LOCK:
             _EPISODES[instance_id] = episode

@@ -28,7 +28,7 @@ import time
 from builtins import round as _round_to
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -41,9 +41,6 @@ from coevolve_engine.patterns.select import explain_none_flagged, latest_step, o
 from coevolve_engine.patterns.write import MemberRow, PatternRow, build_rows, check_round, next_round, write_rows
 from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store
-
-if TYPE_CHECKING:
-    from coevolve_engine.embeddings import Embedder
 
 DEFAULT_MAX_TRAJECTORIES = 2000
 PHASES = ("select", "render", "embed", "cluster", "write")

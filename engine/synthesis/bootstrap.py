@@ -63,7 +63,6 @@ from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD, va
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents import Agent
     from coevolve_engine.adapters.environments import Environment
-    from coevolve_engine.embeddings import Embedder
     from coevolve_engine.synthesis.validation import Judge
 
 NAME = "llm-unguided"
@@ -119,7 +118,7 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int, seed: int,
                 round: int | None = None) -> list[Candidate]:
-        env = _environment(self.env or _pattern_env(patterns))
+        env = load_environment(self.env or _pattern_env(patterns))
         check_kinds(self.kinds, env.draft_kinds())
         worlds = _worlds(env, math.ceil(max_candidates / self.tasks_per_world), seed)
         held_out = eval_prompts(store, env.name)
@@ -197,8 +196,6 @@ def _pattern_env(patterns: Sequence[FailurePattern]) -> str:
     raise CoevolveError(f"the {NAME} synthesizer needs an environment: pass env='bfcl' (or another) in its options")
 
 
-def _environment(name: str) -> "Environment":
-    return load_environment(name)
 
 
 def _worlds(env: "Environment", n: int, seed: int) -> list[dict[str, Any]]:
@@ -289,7 +286,7 @@ def bootstrap(
         raise CoevolveError(f"max_worlds (--max-worlds; default 3 x n, --n) is {max_worlds:,}, more than "
                             f"{MAX_WORLDS:,}: the worlds are built before the first is explored; ask for fewer tasks "
                             "or worlds")
-    environment = _environment(env)
+    environment = load_environment(env)
     synthesizer = UnguidedSynthesizer(
         store_path=store_path, model=model or explorer_model, env=env, explorer_model=explorer_model,
         api_base=api_base, api_key=api_key, explorer_api_base=explorer_api_base, explorer_api_key=explorer_api_key,

@@ -64,7 +64,6 @@ from coevolve_engine.synthesis.candidates import (
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.adapters.agents import Agent
     from coevolve_engine.adapters.environments import Environment
-    from coevolve_engine.embeddings import Embedder
 
 #: reject a candidate whose prompt has a cosine similarity at least this high to a stored training task's
 NOVELTY_THRESHOLD = 0.95

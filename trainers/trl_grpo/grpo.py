@@ -32,9 +32,9 @@ class CoevolveGRPOTrainer(GRPOTrainer):
     """GRPOTrainer drawing its groups from ``source`` (task id -> weight, with a seed), the dataset's ``task_id``
     column naming each row's task."""
 
-    def __init__(self, *args: Any, source: BatchSource, first_draw: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, source: BatchSource, **kwargs: Any) -> None:
         self.source = source
-        self.first_draw = first_draw  # the run's draw number of the next train() call's first step
+        self.first_draw = 0  # the run's draw number of the next train() call's first step (set before each)
         self.rows: list[dict[str, Any]] = []  # the rows of the step being trained
         super().__init__(*args, **kwargs)
 
