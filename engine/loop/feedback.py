@@ -128,9 +128,14 @@ def describe_synthesize(o: dict[str, Any]) -> str:
     return f"{o['proposed']} candidates proposed for {o['patterns']} patterns, {o['added']} new"
 
 
+def _llm_client(run: RunContext, role: str) -> LLMClient:
+    """An LLM client for the [models] role, logging its calls in the run's store."""
+    endpoint = run.config.models.client(role)
+    return LLMClient(run.db, endpoint.pop("model"), **endpoint, wait=run.wait)
+
+
 def _summarise(run: RunContext, round_: int, label: str) -> None:
-    summary = run.config.models.client("summary")
-    client = LLMClient(run.db, summary.pop("model"), **summary, wait=run.wait)
+    client = _llm_client(run, "summary")
     report = summarise_patterns(run.db, round=round_, client=client, wait=run.wait)
     run.detail(label, f"summarised {len(report.outcomes)} patterns with {client.model}")
 
@@ -169,8 +174,7 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         return {**_verdicts(run, round_), "validation": "off: synthesis, schema and contamination checks only"}
     agent, judge = validation_agent(run), None
     if models.judge.model:
-        endpoint = models.client("judge")
-        judge = LLMJudge(LLMClient(run.db, endpoint.pop("model"), **endpoint, wait=run.wait), run.db)
+        judge = LLMJudge(_llm_client(run, "judge"), run.db)
     validate_candidates(run.db, round=round_, env=run.environment, novelty_threshold=v.novelty_threshold,
                         contamination_threshold=v.contamination_threshold,
                         agent=agent, attempts=v.attempts, max_success_rate=v.max_success_rate if agent else None,
