@@ -31,7 +31,7 @@ def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     options = {"novelty_threshold": c.validation.novelty_threshold,
                "contamination_threshold": c.validation.contamination_threshold, "wait": run.wait,
                "progress": lambda line: run.detail(label, line), **models,
-               **({"kinds": c.synthesis.kinds} if c.synthesis.kinds else {}), **b.options}
+               "kinds": c.synthesis.kinds, **b.options}
     report = build_tasks(run.db, env=c.env, n=b.n, seed=c.seed, round=0, **options)
     with run.store(read_only=True) as store:
         train = store.scalar("SELECT count(*) FROM tasks WHERE env = $env AND split = 'train'", {"env": c.env})
