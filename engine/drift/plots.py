@@ -418,9 +418,13 @@ def drawable(name: str, reports: list[DriftReport]) -> bool:
             frame = frame if keep is None else frame.filter(keep)
             if frame[x].n_unique() < 2:
                 continue
-            if not values or any(frame[v].drop_nulls().n_unique() > 1 for v in values):
+            if not values or any(varies(frame[v]) for v in values):
                 return True
         return False
+
+    def varies(column: pl.Series) -> bool:
+        column = column.drop_nulls()
+        return column.len() > 1 and float(column.max()) - float(column.min()) > 1e-9   # not float noise
 
     by_steps = any(r.by_steps for r in reports)
     evaluated = pl.col("eval_success").is_not_null()
