@@ -41,6 +41,12 @@ def _rounds(report: DriftReport) -> list[int]:
     return report["rounds"]["round"].to_list()
 
 
+def _round_starts(report: DriftReport) -> list[int]:
+    """The first steps of the report's rounds after the first (where a figure draws a round boundary); none over
+    step windows, which are no rounds."""
+    return [] if report.by_steps else report["rounds"]["first_step"].drop_nulls().to_list()[1:]
+
+
 def _gapped(report: DriftReport, steps, *series):
     """``steps`` and each of ``series`` with a NaN between two steps that have no data between them, so a line
     breaks there instead of crossing steps with no data. A gap is what drift_rounds calls one: two consecutive
@@ -158,7 +164,7 @@ def success(reports: list[DriftReport]):
         steps = report["steps"].sort("step")
         ax.plot(*_gapped(report, steps["step"], steps["success_rate"]), marker=".", label=report.label)
     by_rounds = not reports[0].by_steps
-    for first in (reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:] if by_rounds else []):
+    for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
@@ -183,14 +189,14 @@ def group_health(reports: list[DriftReport]):
         steps, dead, gradient = _gapped(report, health["step"], health["dead_share"], health["gradient_share"])
         ax.plot(steps, dead, marker=".", color=color, label=f"{report.label}: dead groups")
         ax.plot(steps, gradient, linestyle=":", color=color, label=f"{report.label}: rollouts with gradient")
-    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+    for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     if not any(r.tables.get("group_health") is not None and r["group_health"].height for r in reports):
         ax.text(0.5, 0.5, "no scored rollouts", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
     ax.set_ylabel("share")
-    ax.set_title("GRPO group health against step (dashed: round boundaries)")
+    ax.set_title("GRPO group health against step" + ("" if reports[0].by_steps else " (dashed: round boundaries)"))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -240,7 +246,7 @@ def eval_success(reports: list[DriftReport]):
         flagged = steps.filter(pl.col("rollouts") > 0).sort("step")
         for signal in _SIGNALS:
             bottom.plot(*_gapped(report, flagged["step"], flagged[signal]), marker=".", label=signal)
-        for first in report["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+        for first in _round_starts(report):
             for ax in (top, bottom):
                 ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
         bottom.set_xlabel("training step")
@@ -296,7 +302,7 @@ def heldout(reports: list[DriftReport]):
             drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "no evaluations on the held-out tasks", ha="center", va="center", transform=ax.transAxes)
-    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+    for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
