@@ -82,7 +82,8 @@ ROUND_ONLY = ("synthesis_sources", "candidates", "patterns", "eval_rounds", "eva
 #: a store of ingested rollouts is cut into at most this many step windows unless DriftParams.window says
 MAX_WINDOWS = 12
 _PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n", "forgetting_form"), "difficulty": ("threshold",),
-               "steps": ("threshold",), "ends": ("threshold",), "group_health": ("threshold",), "diversity": ("k", "embedding_model"),
+               "steps": ("threshold",), "ends": ("threshold",), "group_health": ("threshold",),
+               "diversity": ("k", "embedding_model"),
                "eval_steps": ("threshold", "w", "theta", "min_n", "forgetting_form"),
                "forgetting_tasks": ("w", "threshold"), "boundary_tasks": ("threshold",),
                "rare_patterns": ("theta", "min_n"), "task_drift": ("threshold",)}

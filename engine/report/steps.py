@@ -6,7 +6,8 @@ first step window to the last, over the tasks scored in both; the rollouts; the 
 what the signals found, by name: the tasks forgetting fired on, ranked by what they lost (forgetting_tasks_with),
 the tasks with mixed-outcome groups (boundary), the rare action patterns. Success (a share of rollouts) is shown
 as a percentage, a score or mean reward as a number in [0, 1]. Every number is a table of the drift report
-(``ends``, ``forgetting_tasks``, ``boundary_tasks``, ``rare_patterns``, ``steps``, ``eval_steps``), so ``coevolve-engine drift --table NAME`` prints it and ``drift --sql`` gives its query.
+(``ends``, ``forgetting_tasks``, ``boundary_tasks``, ``rare_patterns``, ``steps``, ``eval_steps``), so
+``coevolve-engine drift --table NAME`` prints it and ``drift --sql`` gives its query.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def compared(f: dict[str, Any]) -> str:
     if not f["windows_differ"]:
         return f"the {_plural(f['shared_tasks'], 'task')} of {f['first_window']}"
     if not f["shared_tasks"]:
-        return (f"no task was scored both in the first window ({f['first_window']}, {_plural(f['first_tasks'], 'task')})"
-                f" and in the last ({f['last_window']}, {_plural(f['last_tasks'], 'task')})")
+        return (f"no task was scored both in the first window ({f['first_window']}, "
+                f"{_plural(f['first_tasks'], 'task')}) and in the last ({f['last_window']}, "
+                f"{_plural(f['last_tasks'], 'task')})")
     return (f"the {_plural(f['shared_tasks'], 'task')} scored both in the first window ({f['first_window']}) and in "
             f"the last ({f['last_window']})")
 
@@ -96,6 +98,11 @@ def sentence(f: dict[str, Any]) -> str:
             f"{_plural(f['rare_patterns'], 'rare action pattern')}.")
 
 
+def _success_note(f: dict[str, Any], threshold: float, reward: str) -> str:
+    over = compared(f) if f["windows_differ"] and not f["shared_tasks"] else f"on {compared(f)}"
+    return f"{over}; success as recorded, else reward ≥ {threshold:g}; mean reward {reward}"
+
+
 def render_headline(report: DriftReport) -> str:
     """The headline card of a store without rounds, in the layout of ``headline.render``."""
     f = facts(report)
@@ -107,8 +114,7 @@ def render_headline(report: DriftReport) -> str:
         success, reward = _pct(f["end"]), _reward(f["end_reward"])
     numbers = [
         ("training success", success,
-         f"on {compared(f)}; success as recorded, else reward ≥ "
-         f"{report.params.threshold:g}; mean reward {reward}" if f["steps"] else "no scored rollouts"),
+         _success_note(f, report.params.threshold, reward) if f["steps"] else "no scored rollouts"),
         ("training", _plural(f["steps"], "step"),
          f"{_plural(f['rollouts'], 'rollout')} of {_plural(f['tasks'], 'task')}; no rounds (ingested rollouts): "
          f"{_plural(windows, 'window')} of up to {_plural(report.window, 'step')} with data"),
