@@ -101,3 +101,28 @@ def test_no_chart_of_data_the_store_does_not_have(planted):
     # no held-out evaluation, round, weight set, failure pattern or candidate; one task set, the same prompts in
     # every window (their diversity is one value): only what the steps hold
     assert DATA_IMAGE.findall(page) == ["signals_steps", "success", "task_drift", "group_health"]
+
+
+def test_one_weight_set_draws_no_distribution_and_two_name_their_rows(planted, tmp_path):
+    db, _ = planted
+    copy = tmp_path / "weighted.duckdb"
+    copy.write_bytes(db.read_bytes())
+    page = tmp_path / "weighted.html"
+    for command in (["weights", "--strategy", "coevolve"], ["report", "-o", str(page), "--no-diversity"]):
+        result = CliRunner().invoke(cli, [*command, "--db", str(copy)])
+        assert result.exit_code == 0, result.output
+    # one weight set: a Jensen-Shannon chart would be one point at 0, a growth chart one bar
+    assert DATA_IMAGE.findall(page.read_text(encoding="utf-8")) == [
+        "signals_steps", "success", "task_drift", "group_health"]
+
+    from coevolve_engine.drift import DriftParams, compute_drift, open_for_reading
+    from coevolve_engine.drift.plots import distribution, drawable
+
+    result = CliRunner().invoke(cli, ["weights", "--strategy", "uniform", "--db", str(copy)])
+    assert result.exit_code == 0, result.output
+    with open_for_reading(copy) as opened:
+        report = compute_drift(opened.store, DriftParams(diversity=False))
+    assert drawable("distribution", [report])
+    heat = distribution([report]).axes[0]
+    rows = [label.get_text() for label in heat.get_yticklabels()]
+    assert len(rows) == 30 and all(row.startswith("shop-") for row in rows)   # task ids, the 30 that moved most
