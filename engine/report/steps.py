@@ -143,13 +143,11 @@ def _steps(row: dict) -> str:
 
 def _forgotten(row: dict) -> str:
     """One forgetting task: its worst drop (mean reward before and while down), how long, what it lost."""
-    recovered = (f"back at step {row['recovered_step']}" if row["recovered_step"] is not None
-                 else "still down at its last step")
-    events = (f"; {_plural(row['forgetting_events'], 'forgetting event')} ({_steps(row)})"
-              if row["forgetting_events"] > 1 else "")
+    back = f"back at {row['recovered_step']}" if row["recovered_step"] is not None else "not back"
+    events = f"; {_plural(row['forgetting_events'], 'event')}" if row["forgetting_events"] > 1 else ""
     return (f"<code>{_e(row['task_id'])}</code>: mean reward {_reward(row['level_before'])} → "
-            f"{_reward(row['level_after'])} from step {row['step']}, down {_plural(row['steps_down'], 'scored step')} "
-            f"({recovered}), lost {float(row['lost']):.2f}{events}")
+            f"{_reward(row['level_after'])} from step {row['step']}, {_plural(row['steps_down'], 'step')} down "
+            f"({back}), lost {float(row['lost']):.2f}{events}")
 
 
 def render_findings(report: DriftReport) -> str:
