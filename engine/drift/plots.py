@@ -47,6 +47,20 @@ def _round_starts(report: DriftReport) -> list[int]:
     return [] if report.by_steps else report["rounds"]["first_step"].drop_nulls().to_list()[1:]
 
 
+def _gaps(report: DriftReport) -> list[tuple[int, int]]:
+    """The gaps in the report's steps with scored rollouts, as (last step before, first step after): two
+    consecutive steps further apart than the closest two (what drift_rounds and ``_gapped`` call a gap)."""
+    known = sorted(set(report["steps"]["step"].to_list())) if "steps" in report.tables else []
+    spacing = min((b - a for a, b in zip(known, known[1:])), default=1)
+    return [(a, b) for a, b in zip(known, known[1:]) if b - a > spacing]
+
+
+def _shade_gaps(ax, report: DriftReport) -> None:
+    """A light band over each gap in the steps, so the break in a line reads as "no data", not as a drop."""
+    for index, (before, after) in enumerate(_gaps(report)):
+        ax.axvspan(before + 0.5, after - 0.5, color="0.92", zorder=0, label="no data" if index == 0 else None)
+
+
 def _gapped(report: DriftReport, steps, *series):
     """``steps`` and each of ``series`` with a NaN between two steps that have no data between them, so a line
     breaks there instead of crossing steps with no data. A gap is what drift_rounds calls one: two consecutive
@@ -163,6 +177,7 @@ def success(reports: list[DriftReport]):
     for report in reports:
         steps = report["steps"].sort("step")
         ax.plot(*_gapped(report, steps["step"], steps["success_rate"]), marker=".", label=report.label)
+    _shade_gaps(ax, reports[0])
     by_rounds = not reports[0].by_steps
     for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
@@ -188,7 +203,9 @@ def group_health(reports: list[DriftReport]):
         color = f"C{index}"
         steps, dead, gradient = _gapped(report, health["step"], health["dead_share"], health["gradient_share"])
         ax.plot(steps, dead, marker=".", color=color, label=f"{report.label}: dead groups")
-        ax.plot(steps, gradient, linestyle=":", color=color, label=f"{report.label}: rollouts with gradient")
+        ax.plot(steps, gradient, linestyle=":", marker="x", markersize=3, color=color,
+                label=f"{report.label}: rollouts with gradient")
+    _shade_gaps(ax, reports[0])
     for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     if not any(r.tables.get("group_health") is not None and r["group_health"].height for r in reports):
@@ -378,6 +395,7 @@ def signals_steps(reports: list[DriftReport]):
         steps = report["eval_steps"].filter(pl.col("rollouts") > 0).sort("step")
         for signal in _SIGNALS:
             ax.plot(*_gapped(report, steps["step"], steps[signal]), marker=".", label=signal)
+        _shade_gaps(ax, report)
         ax.set_title(f"{report.label}: flagged rollouts by signal, per step")
         ax.set_xlabel("training step")
         ax.set_ylabel("rollouts")
