@@ -18,7 +18,6 @@ training steps instead (``DriftParams.window``, chosen from the data when not se
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -224,7 +223,7 @@ def choose_window(store: Store, params: DriftParams) -> int | None:
     try:
         while low < high:
             size = (low + high) // 2
-            store.execute(f"SET VARIABLE drift_window = {size}")
+            store.execute("SET VARIABLE drift_window = $size", {"size": size})
             if store.scalar("SELECT count(*) FROM drift_rounds") <= MAX_WINDOWS:
                 high = size
             else:
@@ -245,7 +244,7 @@ def compute_drift(store: Store, params: DriftParams | None = None, *, label: str
     window = choose_window(store, params)
     if window is None:
         return _compute(store, params, label, embedder, None)
-    store.execute(f"SET VARIABLE drift_window = {int(window)}")
+    store.execute("SET VARIABLE drift_window = $size", {"size": int(window)})
     try:
         return _compute(store, params, label, embedder, window)
     finally:

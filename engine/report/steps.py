@@ -143,7 +143,7 @@ def _steps(row: dict) -> str:
 
 def _forgotten(row: dict) -> str:
     """One forgetting task: its worst drop (mean reward before and while down), how long, what it lost."""
-    back = f"back at {row['recovered_step']}" if row["recovered_step"] is not None else "not back"
+    back = f"back at step {row['recovered_step']}" if row["recovered_step"] is not None else "not back"
     events = f"; {_plural(row['forgetting_events'], 'event')}" if row["forgetting_events"] > 1 else ""
     return (f"<code>{_e(row['task_id'])}</code>: mean reward {_reward(row['level_before'])} → "
             f"{_reward(row['level_after'])} from step {row['step']}, {_plural(row['steps_down'], 'step')} down "
