@@ -56,10 +56,9 @@ SELECT
 """
 
 TOP_FORGETTING_SQL = """
-SELECT task_id, forgetting_events, forgetting_flags, scored_steps, latest_step, latest_score
-FROM task_signals_with(threshold := $threshold, w := $w, theta := $theta, min_n := $min_n)
-WHERE forgetting_events > 0 OR forgetting_flags > 0
-ORDER BY forgetting_events DESC, forgetting_flags DESC, task_id
+SELECT rank, task_id, lost, step, level_before, level_after, steps_down, forgetting_events, forgetting_flags
+FROM forgetting_tasks_with(w := $w, threshold := $threshold)
+ORDER BY rank
 LIMIT $top
 """
 

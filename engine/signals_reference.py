@@ -95,6 +95,50 @@ def forgetting_events(trajectories: Iterable[Trajectory], threshold: float = _D.
     return rows
 
 
+def forgetting_drops(trajectories: Iterable[Trajectory], w: int = _D.w, threshold: float = _D.threshold) -> list[tuple]:
+    """(task_id, step, previous_score, level_before, level_after, steps_down, last_down_step, recovered_step, lost,
+    w, threshold) per forgetting event: a score below threshold after a score >= threshold. Its stretch is that
+    step and the next ones below threshold; level_before is the mean of the (up to) w scores before the drop,
+    level_after the mean over the stretch, lost = (level_before - level_after) * steps_down."""
+    rows = []
+    for task, scores in _history(trajectories, threshold).items():
+        for i in range(1, len(scores)):
+            (_, previous), (step, score) = scores[i - 1], scores[i]
+            if not (previous >= threshold and score < threshold):
+                continue
+            end = i
+            while end + 1 < len(scores) and scores[end + 1][1] < threshold:
+                end += 1
+            down = [s for _, s in scores[i:end + 1]]
+            window = [s for _, s in scores[max(0, i - w):i]]
+            before, after = sum(window) / len(window), sum(down) / len(down)
+            recovered = scores[end + 1][0] if end + 1 < len(scores) else None
+            rows.append((task, step, previous, round(before, 9), round(after, 9), len(down), scores[end][0],
+                         recovered, round((before - after) * len(down), 9), w, threshold))
+    return rows
+
+
+def forgetting_tasks(trajectories: Iterable[Trajectory], w: int = _D.w, threshold: float = _D.threshold) -> list[tuple]:
+    """(rank, task_id, lost, step, level_before, level_after, steps_down, recovered_step, total_lost,
+    forgetting_events, forgetting_flags, first_step, last_step) per task with a forgetting event: its worst drop
+    (largest lost, the earliest on a tie), ranked by that lost, then total_lost, then task_id."""
+    trajectories = list(trajectories)
+    drops: dict[str, list[tuple]] = defaultdict(list)
+    for row in forgetting_drops(trajectories, w, threshold):
+        drops[row[0]].append(row)
+    flags: dict[str, int] = defaultdict(int)
+    for row in forgetting(trajectories, w, threshold):
+        flags[row[0]] += 1
+    found = []
+    for task, rows in drops.items():
+        worst = max(rows, key=lambda r: (r[8], -r[1]))
+        total = round(sum(r[8] for r in rows), 9)
+        found.append((task, worst[8], worst[1], worst[3], worst[4], worst[5], worst[7], total, len(rows), flags[task],
+                      min(r[1] for r in rows), max(r[1] for r in rows)))
+    found.sort(key=lambda r: (-r[1], -r[7], r[0]))
+    return [(rank, *row) for rank, row in enumerate(found, start=1)]
+
+
 def group_outcomes(trajectories: Iterable[Trajectory], threshold: float = _D.threshold) -> list[tuple]:
     """(group_id, task_id, step, rollouts, successes, p, variance, mean_reward) per group."""
     members: dict[str, list[Trajectory]] = defaultdict(list)

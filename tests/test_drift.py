@@ -169,17 +169,17 @@ def test_store_with_rollouts_only_is_read_over_step_windows(store, db_path):
     store.add_records("tasks", [{"task_id": "a"}, {"task_id": "b"}])
     store.add_records("trajectories", rollouts("a", 3, 1.0, 0.0) + rollouts("b", 7, 0.0))
     store.close()
-    report = drift_of(db_path, diversity=False)   # steps 3..7: five steps, a window each (at most MAX_WINDOWS)
-    assert report.by_steps and report.window == 1 and report.period(4) == "step 7"
+    report = drift_of(db_path, diversity=False)   # steps 3 and 7 have rollouts: a window each, none empty
+    assert report.by_steps and report.window == 1 and report.period(1) == "step 7"
     assert rows(report["rounds"], "round", "status", "first_step", "last_step") == [
-        (i, "window", 3 + i, 3 + i) for i in range(5)]
-    assert rows(report["task_sets"], "round", "task_id", "new") == [(0, "a", None), (4, "b", True)]
-    assert rows(report["signals"], "round", "trajectories") == [(0, 2), (1, 0), (2, 0), (3, 0), (4, 1)]
+        (0, "window", 3, 3), (1, "window", 7, 7)]
+    assert rows(report["task_sets"], "round", "task_id", "new") == [(0, "a", None), (1, "b", True)]
+    assert rows(report["signals"], "round", "trajectories") == [(0, 2), (1, 1)]
     assert "js_previous" not in report.summary.columns and report["weights"].height == 0
     assert "diversity" not in report.tables and any("windows of 1 training step" in n for n in report.notes)
-    wide = drift_of(db_path, diversity=False, window=3)   # settable: steps 3-5 and 6-7
-    assert rows(wide["rounds"], "round", "first_step", "last_step") == [(0, 3, 5), (1, 6, 7)]
-    assert wide.period(1) == "steps 6-7"
+    wide = drift_of(db_path, diversity=False, window=3)   # settable: both steps in one window
+    assert rows(wide["rounds"], "round", "first_step", "last_step") == [(0, 3, 7)]
+    assert wide.period(0) == "steps 3-7"
     with open_for_reading(db_path) as opened:   # the variable is the analysis's alone: the view reads rounds after
         compute_drift(opened.store, DriftParams(diversity=False))
         assert rows(opened.store.sql("SELECT * FROM drift_rounds"), "round", "status") == [(0, "manual")]

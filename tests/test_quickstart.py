@@ -60,7 +60,9 @@ def test_the_quickstart_runs_as_written(tmp_path, monkeypatch):
         outputs[command[1]] = run(command[1:])
     assert "boundary" in outputs["signals"] and "files-0" in outputs["query"]
     assert Path("exported/train.parquet").is_file() and Path("report.html").is_file()
-    assert "steps 0-8" in outputs["drift"] and "steps 99-101" in outputs["drift"]   # step windows to the imported
+    assert "step 7 " in outputs["drift"] and "step 101 " in outputs["drift"]   # windows of the steps with data
+    assert "steps 8-" not in outputs["drift"] and "step 100 " not in outputs["drift"]
+    the_report_spans_the_gap_without_a_line("mine.duckdb", Path("report.html").read_text(encoding="utf-8"))
 
     Path("snippet.py").write_text(blocks["python"][0] + "print(batch)\n")
     done = subprocess.run([sys.executable, "snippet.py"], capture_output=True, text=True, timeout=120)
@@ -69,3 +71,28 @@ def test_the_quickstart_runs_as_written(tmp_path, monkeypatch):
     sampled = [line.split("|")[2].strip() for line in outputs["sample"].splitlines()
                if re.match(r"\| \d+ ", line)]
     assert batch == sampled and len(batch) == 32
+
+
+def the_report_spans_the_gap_without_a_line(db: str, page: str) -> None:
+    """Steps 0-7 ingested and step 101 imported: the headline compares the same tasks at both ends, and no line
+    of a figure against step joins step 7 to step 101."""
+    import math
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from coevolve_engine.drift import DriftParams, compute_drift, open_for_reading
+    from coevolve_engine.drift.plots import _DRAW, figure_sets
+
+    head = page[page.index('id="headline"'):page.index("<figure")]
+    assert "on the 12 tasks scored both in the first window (step 0) and in the last (step 101)" in head
+    with open_for_reading(db) as opened:
+        report = compute_drift(opened.store, DriftParams(diversity=False))
+    drawn = [name for names in figure_sets([report]) for name in names]
+    assert {"success", "signals_steps", "group_health"} <= set(drawn)
+    for name in ("success", "signals_steps", "group_health"):
+        figure = _DRAW[name]([report])
+        for line in (line for ax in figure.axes for line in ax.get_lines()):
+            xs = [float(x) for x in line.get_xdata()]
+            joined = [(a, b) for a, b in zip(xs, xs[1:]) if not math.isnan(a) and not math.isnan(b)]
+            assert joined and all(b - a == 1 for a, b in joined), (name, xs)

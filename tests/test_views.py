@@ -183,6 +183,54 @@ def test_forgetting_events(load):
     ]
 
 
+# -- forgetting_drops and forgetting_tasks: each forgetting event with what it cost, tasks ranked by it -----
+
+FORGETTING_CASES = (scores("forgot", 1.0, 1.0, 1.0, 0.0, 0.0, 0.0) + scores("hover", 0.6, 0.4, 0.6, 0.4, 0.6)
+                    + scores("tie", 0.5, 0.49) + scores("never", 0.0, 0.0) + scores("once", 1.0))
+
+
+def test_forgetting_drops_one_row_per_event_with_its_stretch(load):
+    store = load(FORGETTING_CASES)
+    assert rows(store, "SELECT * FROM forgetting_drops") == [
+        # task, step, previous, level_before (mean of up to w earlier), level_after, steps_down, last_down,
+        # recovered, lost
+        ("forgot", 4, 1.0, 1.0, 0.0, 3, 6, None, 3.0, 3, 0.5),       # still down at its last step
+        ("hover", 2, 0.6, 0.6, 0.4, 1, 2, 3, 0.2, 3, 0.5),           # a window of one earlier score
+        ("hover", 4, 0.6, 0.533333333, 0.4, 1, 4, 5, 0.133333333, 3, 0.5),
+        ("tie", 2, 0.5, 0.5, 0.49, 1, 2, None, 0.01, 3, 0.5),        # 0.5 is at the threshold: solved
+    ]
+    assert rows(store, "SELECT task_id, step, level_before, lost FROM forgetting_drops_with(w := 1) "
+                       "WHERE task_id = 'hover'") == [("hover", 2, 0.6, 0.2), ("hover", 4, 0.6, 0.2)]
+    assert rows(store, "SELECT task_id, step FROM forgetting_drops_with(threshold := 0.7)") == [("forgot", 4)]
+
+
+def test_forgetting_tasks_ranks_by_what_was_lost_not_by_crossings(load):
+    store = load(FORGETTING_CASES)
+    assert sorted(rows(store, "SELECT * FROM forgetting_tasks")) == [
+        # rank, task, lost, step, level_before, level_after, steps_down, recovered, total_lost, events, flags,
+        # first_step, last_step
+        (1, "forgot", 3.0, 4, 1.0, 0.0, 3, None, 3.0, 1, 3, 4, 4),
+        (2, "hover", 0.2, 2, 0.6, 0.4, 1, 3, 0.333333333, 2, 2, 2, 4),   # crossed twice, lost little
+        (3, "tie", 0.01, 2, 0.5, 0.49, 1, None, 0.01, 1, 1, 2, 2),
+    ]
+
+
+def test_every_count_of_forgetting_events_is_the_drops(load):
+    store = load(FORGETTING_CASES)
+    drops = rows(store, "SELECT task_id, count(*) FROM forgetting_drops GROUP BY task_id")
+    assert rows(store, "SELECT task_id, forgetting_events FROM forgetting_events WHERE forgetting_events > 0") == drops
+    assert rows(store, "SELECT task_id, forgetting_events FROM forgetting_tasks") == drops
+    assert rows(store, "SELECT task_id, forgetting_events FROM task_signals WHERE forgetting_events > 0") == drops
+    # the steps the windowed signal fired are another count, under their own name, the same wherever shown
+    assert rows(store, "SELECT task_id, forgetting_flags FROM forgetting_tasks") == rows(
+        store, "SELECT task_id, forgetting_flags FROM task_signals WHERE forgetting_flags > 0") == [
+        ("forgot", 3), ("hover", 2), ("tie", 1)]
+
+
+def test_forgetting_drops_and_tasks_of_an_empty_store(store):
+    assert rows(store, "SELECT * FROM forgetting_drops") == rows(store, "SELECT * FROM forgetting_tasks") == []
+
+
 # -- group_outcomes and boundary -------------------------------------------------------------------
 
 def test_boundary_mixed_groups_only(load):

@@ -208,3 +208,47 @@ def test_drift_eval_steps_with_puts_held_out_success_next_to_the_flags(load):
         (4, 1, 1, 0, 0, 0, 0, None, None, 0),
     ]
     assert rows(store, "SELECT * FROM drift_eval_steps") == rows(store, "SELECT * FROM drift_eval_steps_with()")
+
+
+# -- drift_rounds over step windows, and drift_ends_with -------------------------------------------------
+
+def windows(store, size):
+    store.execute(f"SET VARIABLE drift_window = {size}")
+    return rows(store, "SELECT round, status, first_step, last_step, steps_from FROM drift_rounds")
+
+
+def test_step_windows_follow_the_steps_that_exist(load):
+    store = load([traj("a", step, 1.0) for step in (0, 1, 2, 3, 4, 100, 101)])
+    assert windows(store, 2) == [(0, "window", 0, 1, "window"), (1, "window", 2, 3, "window"),
+                                 (2, "window", 4, 4, "window"), (3, "window", 100, 101, "window")]   # none spans 5-99
+    assert windows(store, 10) == [(0, "window", 0, 4, "window"), (1, "window", 100, 101, "window")]
+
+
+def test_step_windows_take_the_usual_spacing_of_the_steps(load):
+    store = load([traj("a", step, 1.0) for step in (0, 10, 20, 40)])   # a rollout every 10 steps, 30 missing
+    assert windows(store, 2) == [(0, "window", 0, 10, "window"), (1, "window", 20, 20, "window"),
+                                 (2, "window", 40, 40, "window")]
+    store.execute("RESET VARIABLE drift_window")
+    assert rows(store, "SELECT round, first_step, last_step FROM drift_rounds") == [(0, 0, 40)]   # rounds: one
+
+
+def test_drift_ends_with_compares_the_tasks_scored_at_both_ends(load):
+    store = load([traj("a", 0, 1.0), traj("a", 0, 0.0), traj("b", 0, 1.0), traj("b", 0, 1.0), traj("a", 1, 0.0),
+                  traj("a", 101, 1.0), traj("a", 101, 0.6), traj("c", 101, 0.0)])
+    windows(store, 1)
+    assert rows(store, "SELECT * FROM drift_ends_with()") == [   # over a alone: b and c are at one end only
+        ("first", 0, 0, 0, 2, 1, 2, 1, 0.5, 0.5), ("last", 2, 101, 101, 2, 1, 2, 2, 1.0, 0.8)]
+    assert rows(store, "SELECT \"end\", successes, success_rate FROM drift_ends_with(threshold := 0.7)") == [
+        ("first", 1, 0.5), ("last", 1, 0.5)]
+
+
+def test_drift_ends_with_no_shared_task_or_one_window(load):
+    store = load([traj("b", 0, 1.0), traj("c", 5, 0.0)])
+    windows(store, 1)
+    assert rows(store, "SELECT * FROM drift_ends_with()") == [
+        ("first", 0, 0, 0, 1, 0, 0, 0, None, None), ("last", 1, 5, 5, 1, 0, 0, 0, None, None)]
+    windows(store, 10)   # one window holds both steps
+    assert rows(store, "SELECT * FROM drift_ends_with()") == [("first", 0, 0, 5, 2, 2, 2, 1, 0.5, 0.5)]
+    store.execute("RESET VARIABLE drift_window")
+    store.execute("DELETE FROM trajectories")
+    assert rows(store, "SELECT * FROM drift_ends_with()") == []

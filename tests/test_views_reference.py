@@ -59,6 +59,8 @@ def test_views_match_reference(store, jsonl, seed):
         f"forgetting_trajectories_with(w := {w}, threshold := {threshold})":
             ref.forgetting_trajectories(trajectories, w, threshold),
         f"forgetting_events_with(threshold := {threshold})": ref.forgetting_events(trajectories, threshold),
+        f"forgetting_drops_with(w := {w}, threshold := {threshold})": ref.forgetting_drops(trajectories, w, threshold),
+        f"forgetting_tasks_with(w := {w}, threshold := {threshold})": ref.forgetting_tasks(trajectories, w, threshold),
         f"group_outcomes_with(threshold := {threshold})": ref.group_outcomes(trajectories, threshold),
         f"boundary_with(threshold := {threshold})": ref.boundary(trajectories, threshold),
         f"pattern_steps_with(theta := {theta}, min_n := {min_n})": ref.pattern_steps(trajectories, theta, min_n),
@@ -81,7 +83,7 @@ def test_views_match_reference(store, jsonl, seed):
 def test_default_views_equal_their_macros_at_default_parameters(store, jsonl):
     store.ingest_trajectories(jsonl(_random_records(random.Random(99), n_tasks=20, steps=8)), create_tasks=True)
     for view in ("task_steps", "group_outcomes", "forgetting", "forgetting_trajectories", "forgetting_events",
-                 "boundary", "pattern_steps",
+                 "forgetting_drops", "forgetting_tasks", "boundary", "pattern_steps",
                  "rare_patterns", "flagged_trajectories", "task_signals", "group_health", "task_group_health"):
         assert _normalise(store.execute(f"SELECT * FROM {view}").fetchall()) == _normalise(
             store.execute(f"SELECT * FROM {view}_with()").fetchall()), view

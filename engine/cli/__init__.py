@@ -60,7 +60,7 @@ def cli() -> None:
     First steps:
       coevolve-engine init --sample          create ./coevolve.duckdb with a sample run in it
       coevolve-engine signals                forgetting, boundary and rare-pattern signals
-      coevolve-engine query "select * from task_signals order by forgetting_events desc limit 5"
+      coevolve-engine query "select * from forgetting_tasks order by rank limit 5"
 
     The store is ./coevolve.duckdb unless --db or $COEVOLVE_DB says otherwise.
     """

@@ -27,9 +27,9 @@ def diversity_options(command):
         click.option("--no-diversity", is_flag=True,
                      help="Leave out SR@k and ED_rel (no prompt is embedded)."),
         click.option("--step-window", "window", type=click.IntRange(min=0), default=None,
-                     help="Read the store over windows of this many training steps (0: over rounds). Default: "
-                          "rounds for a store `run` made; for ingested rollouts (no rounds), windows cutting the "
-                          "steps into at most 12."),
+                     help="Read the store over windows of this many of the training steps that have rollouts "
+                          "(none spans a gap in the steps; 0: over rounds). Default: rounds for a store `run` made; "
+                          "for ingested rollouts (no rounds), windows cutting the steps into at most 12."),
     )):
         command = option(command)
     return command
@@ -103,8 +103,9 @@ def drift(threshold, w, theta, min_n, forgetting_form, k, no_diversity, window, 
     ED_rel to the previous round). --table eval_steps puts eval success against step next to the flagged
     rollouts per step (the paper's Figure 3); --table eval_similarity bins each round's candidates by their
     similarity to the eval tasks. A store `run` never made (your own ingested rollouts) is read over windows of
-    training steps instead (--step-window); --table forgetting_tasks, boundary_tasks and rare_patterns name what
-    the signals found. docs/drift.md defines each one.
+    the steps that have rollouts instead (--step-window); --table ends compares the first window with the last
+    over the tasks scored in both; --table forgetting_tasks (ranked by what each task lost), boundary_tasks and
+    rare_patterns name what the signals found. docs/drift.md defines each one.
     """
     if show_sql:
         for name, sql in {**METRIC_QUERIES, "weights ($round against $prev)": JS_SQL}.items():

@@ -70,7 +70,7 @@ def signals(threshold: float, w: int, theta: float, min_n: int, forgetting_form:
          f"({_pct(summary.flagged_trajectories, t['trajectories'])}); at step {t['last_step']}: "
          + ", ".join(f"{name} {row['at_last_step']}" for name, row in flags.items()))
     for title, frame in (
-        ("Tasks forgetting most", summary.top_forgetting),
+        ("Tasks forgetting most, by what they lost (forgetting_tasks)", summary.top_forgetting),
         ("Tasks most often on the boundary", summary.top_boundary),
         ("Rare action patterns that flagged trajectories", summary.rare),
     ):

@@ -18,7 +18,6 @@ training steps instead (``DriftParams.window``, chosen from the data when not se
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -50,6 +49,7 @@ METRIC_QUERIES: dict[str, str] = {
     "patterns": "SELECT * FROM drift_patterns ORDER BY round, share DESC, lineage",
     "difficulty": "SELECT * FROM drift_difficulty_with(threshold := $threshold) ORDER BY round",
     "steps": "SELECT * FROM drift_steps_with(threshold := $threshold) ORDER BY step",
+    "ends": "SELECT * FROM drift_ends_with(threshold := $threshold) ORDER BY round",
     "group_health": "SELECT * FROM group_health_with(threshold := $threshold) ORDER BY step",
     "tools": "SELECT * FROM drift_tools ORDER BY round, calls DESC, tool",
     "env_classes": "SELECT * FROM drift_env_classes ORDER BY round, rollouts DESC, env_class",
@@ -62,10 +62,7 @@ METRIC_QUERIES: dict[str, str] = {
     "eval_similarity": "SELECT * FROM drift_eval_similarity ORDER BY round, bin_low",
     "costs": "SELECT * FROM round_costs ORDER BY round",
     # what the signals found, by task and by pattern, over the whole history
-    "forgetting_tasks": "SELECT task_id, count(*) AS events, min(step) AS first_step, max(step) AS last_step, "
-                        "max(recent_best) AS best_before, min(score) AS worst_after "
-                        "FROM forgetting_with(w := $w, threshold := $threshold) "
-                        "GROUP BY task_id ORDER BY events DESC, task_id",
+    "forgetting_tasks": "SELECT * FROM forgetting_tasks_with(w := $w, threshold := $threshold) ORDER BY rank",
     "boundary_tasks": "SELECT task_id, count(*) AS mixed_groups, min(step) AS first_step, max(step) AS last_step, "
                       "avg(p) AS mean_group_success FROM boundary_with(threshold := $threshold) "
                       "GROUP BY task_id ORDER BY mixed_groups DESC, task_id",
@@ -84,7 +81,8 @@ ROUND_ONLY = ("synthesis_sources", "candidates", "patterns", "eval_rounds", "eva
 #: a store of ingested rollouts is cut into at most this many step windows unless DriftParams.window says
 MAX_WINDOWS = 12
 _PARAMETERS = {"signals": ("threshold", "w", "theta", "min_n", "forgetting_form"), "difficulty": ("threshold",),
-               "steps": ("threshold",), "group_health": ("threshold",), "diversity": ("k", "embedding_model"),
+               "steps": ("threshold",), "ends": ("threshold",), "group_health": ("threshold",),
+               "diversity": ("k", "embedding_model"),
                "eval_steps": ("threshold", "w", "theta", "min_n", "forgetting_form"),
                "forgetting_tasks": ("w", "threshold"), "boundary_tasks": ("threshold",),
                "rare_patterns": ("theta", "min_n"), "task_drift": ("threshold",)}
@@ -211,14 +209,28 @@ def ensure_prompt_embeddings(store: Store, params: DriftParams, embedder: Embedd
 def choose_window(store: Store, params: DriftParams) -> int | None:
     """The steps per window to analyse ``store`` over, None for rounds: ``params.window`` when set (0: rounds);
     else rounds when the store has a ``run``'s rounds or more than one round; else, for a store of ingested
-    rollouts, the smallest window that cuts its steps into at most MAX_WINDOWS windows."""
+    rollouts, the smallest window that cuts its steps into at most MAX_WINDOWS windows (``drift_rounds`` cuts
+    the steps that exist, run by run between gaps, so there may be more when it has more runs than that)."""
     if params.window is not None:
         return params.window or None
     store.execute("RESET VARIABLE drift_window")
     if store.scalar("SELECT count(*) FROM rounds") or store.scalar("SELECT count(*) FROM drift_rounds") > 1:
         return None
-    steps = store.scalar("SELECT max(step) - min(step) + 1 FROM trajectories")
-    return max(1, math.ceil(steps / MAX_WINDOWS)) if steps else None
+    steps = store.scalar("SELECT count(DISTINCT step) FROM trajectories")
+    if not steps:
+        return None
+    low, high = 1, steps  # windows(size) only falls as size grows; find the smallest size with few enough
+    try:
+        while low < high:
+            size = (low + high) // 2
+            store.execute("SET VARIABLE drift_window = $size", {"size": size})
+            if store.scalar("SELECT count(*) FROM drift_rounds") <= MAX_WINDOWS:
+                high = size
+            else:
+                low = size + 1
+    finally:
+        store.execute("RESET VARIABLE drift_window")
+    return low
 
 
 def metric_table(store: Store, name: str, params: DriftParams) -> pl.DataFrame:
@@ -232,7 +244,7 @@ def compute_drift(store: Store, params: DriftParams | None = None, *, label: str
     window = choose_window(store, params)
     if window is None:
         return _compute(store, params, label, embedder, None)
-    store.execute(f"SET VARIABLE drift_window = {int(window)}")
+    store.execute("SET VARIABLE drift_window = $size", {"size": int(window)})
     try:
         return _compute(store, params, label, embedder, window)
     finally:

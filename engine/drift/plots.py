@@ -41,8 +41,50 @@ def _rounds(report: DriftReport) -> list[int]:
     return report["rounds"]["round"].to_list()
 
 
-def distribution(reports: list[DriftReport]):
-    """Per run: each task's sampling probability per round (a heat map), and the Jensen-Shannon divergences."""
+def _round_starts(report: DriftReport) -> list[int]:
+    """The first steps of the report's rounds after the first (where a figure draws a round boundary); none over
+    step windows, which are no rounds."""
+    return [] if report.by_steps else report["rounds"]["first_step"].drop_nulls().to_list()[1:]
+
+
+def _gaps(report: DriftReport) -> list[tuple[int, int]]:
+    """The gaps in the report's steps with scored rollouts, as (last step before, first step after): two
+    consecutive steps further apart than the closest two (what drift_rounds and ``_gapped`` call a gap)."""
+    known = sorted(set(report["steps"]["step"].to_list())) if "steps" in report.tables else []
+    spacing = min((b - a for a, b in zip(known, known[1:])), default=1)
+    return [(a, b) for a, b in zip(known, known[1:]) if b - a > spacing]
+
+
+def _shade_gaps(ax, report: DriftReport) -> None:
+    """A light band over each gap in the steps, so the break in a line reads as "no data", not as a drop."""
+    for index, (before, after) in enumerate(_gaps(report)):
+        ax.axvspan(before + 0.5, after - 0.5, color="0.92", zorder=0, label="no data" if index == 0 else None)
+
+
+def _gapped(report: DriftReport, steps, *series):
+    """``steps`` and each of ``series`` with a NaN between two steps that have no data between them, so a line
+    breaks there instead of crossing steps with no data. A gap is what drift_rounds calls one: two consecutive
+    plotted steps further apart than the closest two steps with scored rollouts."""
+    steps = [int(s) for s in steps]
+    known = sorted(set(report["steps"]["step"].to_list())) if "steps" in report.tables else steps
+    spacing = min((b - a for a, b in zip(known, known[1:])), default=1)
+    values = [list(column) for column in series]
+    out_steps: list[float] = []
+    out_series: list[list[float]] = [[] for _ in series]
+    for i, step in enumerate(steps):
+        if i and step - steps[i - 1] > spacing:
+            out_steps.append(float("nan"))
+            for column in out_series:
+                column.append(float("nan"))
+        out_steps.append(step)
+        for column, given in zip(out_series, values):
+            column.append(float("nan") if given[i] is None else float(given[i]))
+    return (out_steps, *out_series)
+
+
+def distribution(reports: list[DriftReport], top: int = 30):
+    """Per run: each task's sampling probability per round (a heat map, rows named by task id: the ``top`` tasks
+    whose probability moved most when there are more), and the Jensen-Shannon divergences."""
     plt = _pyplot()
     fig, axes = plt.subplots(2, len(reports), figsize=(6 * len(reports), 7), squeeze=False)
     for column, report in enumerate(reports):
@@ -50,17 +92,24 @@ def distribution(reports: list[DriftReport]):
         sets = report.tables.get("task_sets")
         weights = report["weights"]
         if sets is not None and sets.height and sets["probability"].drop_nulls().len():
-            grid = (sets.filter(pl.col("probability").is_not_null())
+            known = sets.filter(pl.col("probability").is_not_null())
+            moved = (known.group_by("task_id")
+                     .agg((pl.col("probability").max() - pl.col("probability").min()).alias("moved"),
+                          pl.col("probability").max().alias("highest"))
+                     .sort(["moved", "highest", "task_id"], descending=[True, True, False]).head(top)["task_id"])
+            grid = (known.filter(pl.col("task_id").is_in(moved.to_list()))
                     .pivot(on="round", index="task_id", values="probability").fill_null(0.0).sort("task_id"))
             columns = sorted((c for c in grid.columns if c != "task_id"), key=int)
             image = heat.imshow(grid.select(columns).to_numpy(), aspect="auto", interpolation="nearest", cmap="viridis")
             heat.set_xticks(range(len(columns)), columns)
-            if grid.height <= 30:
-                heat.set_yticks(range(grid.height), grid["task_id"].to_list(), fontsize=7)
+            heat.set_yticks(range(grid.height), grid["task_id"].to_list(), fontsize=6 if grid.height > 15 else 7)
             fig.colorbar(image, ax=heat, label="probability")
+            if known["task_id"].n_unique() > top:
+                heat.set_title(f"{report.label}: task distribution (the {top} tasks that moved most)", fontsize=9)
         else:
             heat.text(0.5, 0.5, "no weight sets", ha="center", va="center")
-        heat.set_title(f"{report.label}: task distribution")
+        if not heat.get_title():
+            heat.set_title(f"{report.label}: task distribution")
         heat.set_xlabel("round")
         if weights.height:
             js.plot(weights["round"], weights["js_previous"], marker="o", label="JS from previous round")
@@ -126,10 +175,11 @@ def success(reports: list[DriftReport]):
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
     for report in reports:
-        steps = report["steps"]
-        ax.plot(steps["step"], steps["success_rate"], marker=".", label=report.label)
+        steps = report["steps"].sort("step")
+        ax.plot(*_gapped(report, steps["step"], steps["success_rate"]), marker=".", label=report.label)
+    _shade_gaps(ax, reports[0])
     by_rounds = not reports[0].by_steps
-    for first in (reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:] if by_rounds else []):
+    for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
@@ -151,17 +201,19 @@ def group_health(reports: list[DriftReport]):
         if health is None or not health.height:
             continue
         color = f"C{index}"
-        ax.plot(health["step"], health["dead_share"], marker=".", color=color, label=f"{report.label}: dead groups")
-        ax.plot(health["step"], health["gradient_share"], linestyle=":", color=color,
+        steps, dead, gradient = _gapped(report, health["step"], health["dead_share"], health["gradient_share"])
+        ax.plot(steps, dead, marker=".", color=color, label=f"{report.label}: dead groups")
+        ax.plot(steps, gradient, linestyle=":", marker="x", markersize=3, color=color,
                 label=f"{report.label}: rollouts with gradient")
-    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+    _shade_gaps(ax, reports[0])
+    for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     if not any(r.tables.get("group_health") is not None and r["group_health"].height for r in reports):
         ax.text(0.5, 0.5, "no scored rollouts", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
     ax.set_ylabel("share")
-    ax.set_title("GRPO group health against step (dashed: round boundaries)")
+    ax.set_title("GRPO group health against step" + ("" if reports[0].by_steps else " (dashed: round boundaries)"))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -208,10 +260,10 @@ def eval_success(reports: list[DriftReport]):
         top.set_ylim(-0.02, 1.02)
         top.set_ylabel("success on the eval split")
         top.set_title(f"{report.label}: eval success and flagged rollouts against step")
-        flagged = steps.filter(pl.col("rollouts") > 0)
+        flagged = steps.filter(pl.col("rollouts") > 0).sort("step")
         for signal in _SIGNALS:
-            bottom.plot(flagged["step"], flagged[signal], marker=".", label=signal)
-        for first in report["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+            bottom.plot(*_gapped(report, flagged["step"], flagged[signal]), marker=".", label=signal)
+        for first in _round_starts(report):
             for ax in (top, bottom):
                 ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
         bottom.set_xlabel("training step")
@@ -267,7 +319,7 @@ def heldout(reports: list[DriftReport]):
             drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "no evaluations on the held-out tasks", ha="center", va="center", transform=ax.transAxes)
-    for first in reports[0]["rounds"]["first_step"].drop_nulls().to_list()[1:]:
+    for first in _round_starts(reports[0]):
         ax.axvline(first - 0.5, color="grey", linestyle="--", linewidth=0.8)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
@@ -342,7 +394,8 @@ def signals_steps(reports: list[DriftReport]):
     for ax, report in zip(axes[0], reports):
         steps = report["eval_steps"].filter(pl.col("rollouts") > 0).sort("step")
         for signal in _SIGNALS:
-            ax.plot(steps["step"], steps[signal], marker=".", label=signal)
+            ax.plot(*_gapped(report, steps["step"], steps[signal]), marker=".", label=signal)
+        _shade_gaps(ax, report)
         ax.set_title(f"{report.label}: flagged rollouts by signal, per step")
         ax.set_xlabel("training step")
         ax.set_ylabel("rollouts")
@@ -378,29 +431,41 @@ def task_drift(reports: list[DriftReport], top: int = 30):
 
 
 def drawable(name: str, reports: list[DriftReport]) -> bool:
-    """Whether figure ``name`` has something to draw for any of ``reports`` (a report shows no empty chart)."""
-    def any_rows(table: str, keep=None) -> bool:
+    """Whether figure ``name`` has something to draw for any of ``reports``: a report shows no empty chart, and
+    no chart of one point (one step, one round) or of one value (every point the same)."""
+    def points(table: str, x: str, keep=None, values: tuple[str, ...] = ()) -> bool:
+        """Some report's ``table`` has two ``x`` or more (and, with ``values``, two different values)."""
         for report in reports:
             frame = report.tables.get(table)
-            if frame is not None and (frame if keep is None else frame.filter(keep)).height:
+            if frame is None:
+                continue
+            frame = frame if keep is None else frame.filter(keep)
+            if frame[x].n_unique() < 2:
+                continue
+            if not values or any(varies(frame[v]) for v in values):
                 return True
         return False
 
+    def varies(column: pl.Series) -> bool:
+        column = column.drop_nulls()
+        return column.len() > 1 and float(column.max()) - float(column.min()) > 1e-9   # not float noise
+
     by_steps = any(r.by_steps for r in reports)
+    evaluated = pl.col("eval_success").is_not_null()
     checks = {
-        "heldout": lambda: any_rows("eval_steps", pl.col("eval_success").is_not_null()),
-        "eval": lambda: any_rows("eval_steps", pl.col("eval_success").is_not_null()),
-        "signals": lambda: not by_steps and any_rows("signals"),
-        "growth": lambda: any_rows("weights") or any_rows("synthesis", pl.col("synthesized") > 0),
-        "acceptance": lambda: any_rows("candidates"),
-        "eval_similarity": lambda: any_rows("eval_similarity"),
-        "distribution": lambda: any_rows("weights"),
-        "patterns": lambda: any_rows("patterns", pl.col("size") > 0),
-        "success": lambda: any_rows("steps"),
-        "diversity": lambda: any_rows("diversity", pl.col("sr_at_k").is_not_null()),
-        "signals_steps": lambda: any_rows("eval_steps", pl.col("rollouts") > 0),
-        "task_drift": lambda: any_rows("task_drift"),
-        "group_health": lambda: any_rows("group_health"),
+        "heldout": lambda: points("eval_steps", "step", evaluated),
+        "eval": lambda: points("eval_steps", "step", evaluated),
+        "signals": lambda: not by_steps and points("signals", "round"),
+        "growth": lambda: points("synthesis", "round", pl.col("tasks").is_not_null(), ("tasks", "synthesized")),
+        "acceptance": lambda: points("candidates", "round") or points("candidates", "signal"),
+        "eval_similarity": lambda: points("eval_similarity", "round") or points("eval_similarity", "bin_low"),
+        "distribution": lambda: points("weights", "round"),
+        "patterns": lambda: points("patterns", "round", pl.col("size") > 0),
+        "success": lambda: points("steps", "step"),
+        "diversity": lambda: points("diversity", "round", pl.col("sr_at_k").is_not_null(), ("sr_at_k", "ed_rel")),
+        "signals_steps": lambda: points("eval_steps", "step", pl.col("rollouts") > 0),
+        "task_drift": lambda: points("task_drift", "round"),
+        "group_health": lambda: points("group_health", "step"),
     }
     return checks[name]()
 

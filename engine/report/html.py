@@ -8,9 +8,10 @@
    trajectories, every candidate's verdict, the configuration, weight sets and run phases, and the SQL.
 
 A store of ingested rollouts (no rounds: the drift report is over step windows) leads instead with what it has
-(``steps.py``): a headline over steps, what the signals found by name (forgetting tasks, boundary tasks, rare
-patterns), then flagged rollouts per signal per step, training success per step and each task's success over
-the windows; only the figures with something to draw.
+(``steps.py``): a headline over steps, what the signals found by name (forgetting tasks ranked by what they lost,
+boundary tasks, rare patterns), then flagged rollouts per signal per step, training success per step and each
+task's success over the windows; only the figures with something to draw (``plots.drawable``: more than one point,
+more than one value).
 
 The page is a list of sections (``render_report``'s ``body``): a new chart or table is one more entry there, or
 one more name in ``FIGURES`` and ``CAPTIONS``.
@@ -303,7 +304,8 @@ PER_ROUND_TABLES = [
     ("Candidates per round", "candidates"), ("Difficulty (task success rates)", "difficulty"),
     ("Diversity", "diversity"), ("Failure pattern lineages", "patterns"), ("Tools", "tools"),
     ("Candidates by similarity to the eval tasks", "eval_similarity"), ("Environment classes", "env_classes"),
-    ("Weight divergence", "weights"), ("Forgetting tasks", "forgetting_tasks"), ("Boundary tasks", "boundary_tasks"),
+    ("Weight divergence", "weights"), ("The first and the last round or window, over the tasks scored in both", "ends"),
+    ("Forgetting tasks, ranked by what they lost", "forgetting_tasks"), ("Boundary tasks", "boundary_tasks"),
     ("Rare action patterns", "rare_patterns"),
     ("Loop cost: training and feedback seconds per round (the paper's feedback loop: +9.67% of training time on "
      "AppWorld, +12.76% on BFCL)", "costs")]

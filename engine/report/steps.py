@@ -2,10 +2,12 @@
 
 Such a store has steps, tasks, rollouts and what the signals flag in them, and no held-out evaluations,
 synthesis or run phases; its page leads with what it has: a headline over steps (training success from the
-first step to the last, the rollouts, the flagged ones per signal), then what the signals found, by name: the
-tasks forgetting fired on, the tasks with mixed-outcome groups (boundary), the rare action patterns. Every
-number is a table of the drift report (``forgetting_tasks``, ``boundary_tasks``, ``rare_patterns``, ``steps``,
-``eval_steps``), so ``coevolve-engine drift --table NAME`` prints it and ``drift --sql`` gives its query.
+first step window to the last, over the tasks scored in both; the rollouts; the flagged ones per signal), then
+what the signals found, by name: the tasks forgetting fired on, ranked by what they lost (forgetting_tasks_with),
+the tasks with mixed-outcome groups (boundary), the rare action patterns. Success (a share of rollouts) is shown
+as a percentage, a score or mean reward as a number in [0, 1]. Every number is a table of the drift report
+(``ends``, ``forgetting_tasks``, ``boundary_tasks``, ``rare_patterns``, ``steps``, ``eval_steps``), so
+``coevolve-engine drift --table NAME`` prints it and ``drift --sql`` gives its query.
 """
 
 from __future__ import annotations
@@ -33,17 +35,33 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
+def _reward(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.2f}"
+
+
+def _span(first: Any, last: Any) -> str:
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
 def facts(report: DriftReport) -> dict[str, Any]:
-    """The headline's numbers, from the report's tables."""
+    """The headline's numbers, from the report's tables: training success compares the first window with the
+    last over the tasks scored in both (``ends``: drift_ends_with), never two different task sets."""
     steps = report["steps"].sort("step")
     flagged = report["eval_steps"]
-    first = steps.row(0, named=True) if steps.height else None
-    last = steps.row(-1, named=True) if steps.height else None
+    ends = {row["end"]: row for row in report["ends"].iter_rows(named=True)}
+    first, last = ends.get("first"), ends.get("last") or ends.get("first")
     return {
-        "first_step": first and first["step"], "last_step": last and last["step"],
+        "first_step": steps["step"][0] if steps.height else None,
+        "last_step": steps["step"][-1] if steps.height else None,
         "steps": steps.height, "rollouts": int(steps["rollouts"].sum()) if steps.height else 0,
         "tasks": report["task_drift"]["task_id"].n_unique() if report["task_drift"].height else 0,
+        "first_window": first and _span(first["first_step"], first["last_step"]),
+        "last_window": last and _span(last["first_step"], last["last_step"]),
+        "windows_differ": bool(first and last and first["round"] != last["round"]),
+        "shared_tasks": last["shared_tasks"] if last else 0,
+        "first_tasks": first and first["tasks"], "last_tasks": last and last["tasks"],
         "start": first and first["success_rate"], "end": last and last["success_rate"],
+        "start_reward": first and first["mean_reward"], "end_reward": last and last["mean_reward"],
         "flagged": int(flagged["flagged"].sum()) if flagged.height else 0,
         **{signal: int(flagged[signal].sum()) if flagged.height else 0
            for signal in ("forgetting", "boundary", "rare")},
@@ -52,26 +70,54 @@ def facts(report: DriftReport) -> dict[str, Any]:
     }
 
 
+def compared(f: dict[str, Any]) -> str:
+    """What the training-success figures compare, in words."""
+    if not f["windows_differ"]:
+        return f"the {_plural(f['shared_tasks'], 'task')} of {f['first_window']}"
+    if not f["shared_tasks"]:
+        return (f"no task was scored both in the first window ({f['first_window']}, "
+                f"{_plural(f['first_tasks'], 'task')}) and in the last ({f['last_window']}, "
+                f"{_plural(f['last_tasks'], 'task')})")
+    return (f"the {_plural(f['shared_tasks'], 'task')} scored both in the first window ({f['first_window']}) and in "
+            f"the last ({f['last_window']})")
+
+
 def sentence(f: dict[str, Any]) -> str:
     if not f["steps"]:
         return "No scored rollouts yet."
-    span = f"steps {f['first_step']}-{f['last_step']}" if f["steps"] > 1 else f"step {f['first_step']}"
+    span = _span(f["first_step"], f["last_step"])
+    if not f["windows_differ"]:
+        trend = f"training success {_pct(f['end'])} on {compared(f)}"
+    elif f["shared_tasks"]:
+        trend = f"on {compared(f)}, training success went from {_pct(f['start'])} to {_pct(f['end'])}"
+    else:
+        trend = f"{compared(f)}, so no training success is compared"
     return (f"{_plural(f['rollouts'], 'rollout')} of {_plural(f['tasks'], 'task')} over {_plural(f['steps'], 'step')} "
-            f"({span}); training success went from {_pct(f['start'])} to {_pct(f['end'])}; the signals flagged "
-            f"forgetting on {_plural(f['forgetting_tasks'], 'task')}, boundary on "
-            f"{_plural(f['boundary_tasks'], 'task')} and {_plural(f['rare_patterns'], 'rare action pattern')}.")
+            f"({span}); {trend}; the signals flagged forgetting on {_plural(f['forgetting_tasks'], 'task')}, "
+            f"boundary on {_plural(f['boundary_tasks'], 'task')} and "
+            f"{_plural(f['rare_patterns'], 'rare action pattern')}.")
+
+
+def _success_note(f: dict[str, Any], threshold: float, reward: str) -> str:
+    over = compared(f) if f["windows_differ"] and not f["shared_tasks"] else f"on {compared(f)}"
+    return f"{over}; success as recorded, else reward ≥ {threshold:g}; mean reward {reward}"
 
 
 def render_headline(report: DriftReport) -> str:
     """The headline card of a store without rounds, in the layout of ``headline.render``."""
     f = facts(report)
     windows = report["rounds"].height
+    if f["windows_differ"]:
+        success = f"{_pct(f['start'])} → {_pct(f['end'])}"
+        reward = f"{_reward(f['start_reward'])} → {_reward(f['end_reward'])}"
+    else:
+        success, reward = _pct(f["end"]), _reward(f["end_reward"])
     numbers = [
-        ("training success", f"{_pct(f['start'])} → {_pct(f['end'])}",
-         f"step {f['first_step']} → {f['last_step']}, success as recorded, else reward ≥ {report.params.threshold:g}"),
+        ("training success", success,
+         _success_note(f, report.params.threshold, reward) if f["steps"] else "no scored rollouts"),
         ("training", _plural(f["steps"], "step"),
          f"{_plural(f['rollouts'], 'rollout')} of {_plural(f['tasks'], 'task')}; no rounds (ingested rollouts): "
-         f"{_plural(windows, 'window')} of {_plural(report.window, 'step')}"),
+         f"{_plural(windows, 'window')} of up to {_plural(report.window, 'step')} with data"),
         ("flagged rollouts", f"{f['flagged']:,}",
          f"forgetting {f['forgetting']:,}, boundary {f['boundary']:,}, rare {f['rare']:,}"),
         ("found", f"{f['forgetting_tasks']} / {f['boundary_tasks']} / {f['rare_patterns']}",
@@ -92,17 +138,22 @@ def _listed(frame: pl.DataFrame, item, empty: str) -> str:
 
 
 def _steps(row: dict) -> str:
-    first, last = row["first_step"], row["last_step"]
-    return f"step {first}" if first == last else f"steps {first}-{last}"
+    return _span(row["first_step"], row["last_step"])
+
+
+def _forgotten(row: dict) -> str:
+    """One forgetting task: its worst drop (mean reward before and while down), how long, what it lost."""
+    back = f"back at step {row['recovered_step']}" if row["recovered_step"] is not None else "not back"
+    events = f"; {_plural(row['forgetting_events'], 'event')}" if row["forgetting_events"] > 1 else ""
+    return (f"<code>{_e(row['task_id'])}</code>: mean reward {_reward(row['level_before'])} → "
+            f"{_reward(row['level_after'])} from step {row['step']}, {_plural(row['steps_down'], 'step')} down "
+            f"({back}), lost {float(row['lost']):.2f}{events}")
 
 
 def render_findings(report: DriftReport) -> str:
-    """What the signals found, by name: forgetting tasks, boundary tasks, rare action patterns."""
-    forgetting = _listed(
-        report["forgetting_tasks"],
-        lambda r: (f"<code>{_e(r['task_id'])}</code>: {_plural(r['events'], 'drop')} ({_steps(r)}), "
-                   f"{_pct(r['best_before'])} → {_pct(r['worst_after'])}"),
-        "no task forgotten")
+    """What the signals found, by name: forgetting tasks (ranked by what they lost), boundary tasks, rare action
+    patterns."""
+    forgetting = _listed(report["forgetting_tasks"], _forgotten, "no task forgotten")
     boundary = _listed(
         report["boundary_tasks"],
         lambda r: (f"<code>{_e(r['task_id'])}</code>: {_plural(r['mixed_groups'], 'mixed group')} ({_steps(r)}), "
@@ -111,9 +162,10 @@ def render_findings(report: DriftReport) -> str:
     rare = _listed(
         report["rare_patterns"],
         lambda r: (f"<code>{_e(r['action_pattern'])}</code>: {_plural(r['trajectories'], 'rollout')} "
-                   f"({_pct(r['share'])}, {_steps(r)})"),
+                   f"({_pct(r['share'])} of rollouts, {_steps(r)})"),
         "no rare action pattern")
-    columns = [("Forgetting: tasks the agent solved and then failed", "found-forgetting", forgetting),
+    columns = [("Forgetting: tasks the agent solved and then failed, by what they lost", "found-forgetting",
+                forgetting),
                ("Boundary: tasks with groups that both succeeded and failed", "found-boundary", boundary),
                ("Rare: action patterns below the rare share", "found-rare", rare)]
     body = "".join(f'<div id="{anchor}"><h3>{_e(title)}</h3>{items}</div>' for title, anchor, items in columns)

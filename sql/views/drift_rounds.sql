@@ -1,10 +1,12 @@
 -- drift_rounds: one row per round of the store, with the training steps it covers (the drift views'
 -- spine). Rounds are those of `rounds`, `weight_sets`, `failure_patterns` and `candidates`, so rounds made by
 -- hand with the separate commands count too; a store with trajectories and none of these is one round 0.
--- With the connection's variable drift_window set (SET VARIABLE drift_window = 3, as `drift --window` and
--- `report` do for a store of ingested rollouts), the spine is windows of that many training steps instead:
--- window i (in the round column) covers steps min_step + i * drift_window onward, status 'window', and every
--- drift view that goes by drift_rounds goes by those windows.
+-- With the connection's variable drift_window set (SET VARIABLE drift_window = 3, as `drift --step-window` and
+-- `report` do for a store of ingested rollouts), the spine is windows of that many of the steps that exist
+-- instead, status 'window', numbered in the round column from 0, and every drift view that goes by drift_rounds
+-- goes by those windows. Windows follow the steps that exist: the steps with trajectories are cut into runs
+-- without a gap (a gap: two consecutive steps further apart than the closest two), and each run into windows
+-- of drift_window steps (its last window may hold fewer), so no window is empty and none spans a gap.
 --   round       the round
 --   status      rounds.status ('running', 'finished'), or 'manual' when the round has no rounds row
 --   first_step  its first training step: rounds.first_step when `run` recorded it, else the step after the
@@ -55,15 +57,27 @@ by_rounds AS (
         CASE WHEN run_first IS NOT NULL AND run_last IS NOT NULL THEN 'run' ELSE 'inferred' END AS steps_from
     FROM last_steps
 ),
-bounds AS (
-    SELECT min(step) AS lo, max(step) AS hi, CAST(getvariable('drift_window') AS BIGINT) AS size
-    FROM trajectories WHERE step IS NOT NULL
+steps AS (
+    SELECT step, step - lag(step) OVER (ORDER BY step) AS gap
+    FROM (SELECT DISTINCT step FROM trajectories WHERE step IS NOT NULL)
+),
+segments AS (
+    -- runs of steps without a gap: a gap is a distance wider than the closest two steps' (the usual spacing)
+    SELECT step,
+           sum(CAST(coalesce(gap > (SELECT min(gap) FROM steps), false) AS INTEGER)) OVER (ORDER BY step) AS segment
+    FROM steps
+),
+placed AS (
+    SELECT step, segment,
+           (row_number() OVER (PARTITION BY segment ORDER BY step) - 1) // size AS chunk
+    FROM segments, (SELECT CAST(getvariable('drift_window') AS BIGINT) AS size)
+    WHERE size >= 1
 ),
 by_windows AS (
-    SELECT CAST(i AS INTEGER) AS round, 'window' AS status, lo + i * size AS first_step,
-           least(lo + (i + 1) * size - 1, hi) AS last_step, 'window' AS steps_from
-    FROM bounds, range(0, coalesce(CAST(ceil((hi - lo + 1) / size) AS BIGINT), 0)) AS w(i)
-    WHERE size >= 1
+    SELECT CAST(row_number() OVER (ORDER BY min(step)) - 1 AS INTEGER) AS round, 'window' AS status,
+           min(step) AS first_step, max(step) AS last_step, 'window' AS steps_from
+    FROM placed
+    GROUP BY segment, chunk
 )
 SELECT * FROM by_rounds WHERE getvariable('drift_window') IS NULL
 UNION ALL
