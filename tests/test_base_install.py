@@ -78,6 +78,9 @@ def test_on_the_base_install_a_command_that_needs_an_extra_names_it(base_venv, t
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
         assert f"coevolve-engine[{extra}]" in done.stderr, done.stderr[-3000:]
         assert command.split()[1] in quickstart  # the README block that shows the command ...
+    trainers = shell(base_venv, "coevolve-engine plugins --kind trainer", tmp_path)
+    assert trainers.returncode == 0 and "| trl-grpo " in trainers.stdout, trainers.stdout + trainers.stderr
+    assert "trainer 'trl-grpo' needs a package that is not installed" in trainers.stdout
     head = (REPO / "README.md").read_text(encoding="utf-8").split("## Your own rollouts: a quickstart\n")[1]
     head = head.split("```bash", 1)[0]
     for extra in ("local", "report"):  # ... names the extra before it

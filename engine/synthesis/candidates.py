@@ -65,12 +65,14 @@ SYNTHESIZERS.register(
     "llm",
     "coevolve_engine.synthesis.llm_synthesizer:LLMSynthesizer",
     install_hint="pip install 'coevolve-engine[agents]'",
+    requires=("litellm",),
     description="an explorer model acts in the environment around each pattern; a model abstracts tasks from it",
 )
 SYNTHESIZERS.register(
     "llm-unguided",
     "coevolve_engine.synthesis.bootstrap:UnguidedSynthesizer",
     install_hint="pip install 'coevolve-engine[agents]'",
+    requires=("litellm",),
     description="an explorer model acts freely in generated worlds of the environment, no pattern or signal "
                 "(D_0 bootstrapping; the 'random exploration' ablation)",
 )
