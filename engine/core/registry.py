@@ -16,6 +16,11 @@ the seed, how long to wait for the store). A class that needs the context define
 plain callable registered without it is called with the options.
 
 Entry points are read the first time a registry is looked up, never at import time.
+
+A registration may name the modules it needs when used beyond what loading it imports (``requires``: an extra's
+packages, such as torch for a trainer whose module imports it lazily); ``load`` refuses it with its install hint
+when one is missing, and ``coevolve-engine plugins`` lists it as not ready. A registration read from an entry point
+records the distribution that declared it (``package``).
 """
 
 from __future__ import annotations
