@@ -99,6 +99,16 @@ def test_a_round_of_synthesis_and_validation_on_a_plugin_environment(installed, 
     assert json.loads(tasks.stdout) == [{"n": 4}]
 
 
+def test_plugins_lists_what_the_package_registers_with_its_package(installed):
+    rows = json.loads(engine(installed, "plugins", "--format", "json").stdout)
+    theirs = {(r["kind"], r["name"]): r for r in rows if r["package"] == "coevolve-counter-env"}
+    assert set(theirs) == {("environment", "counter"), ("synthesizer", "offline:counter")}
+    assert all(r["ready"] for r in theirs.values()), theirs
+    assert theirs[("environment", "counter")]["target"] == "coevolve_counter_env:CounterEnvironment"
+    table = engine(installed, "plugins", "--kind", "environment").stdout
+    assert "| counter " in table and "coevolve-counter-env" in table
+
+
 def test_an_unknown_environment_names_the_contract_and_the_docs(tmp_path):
     from coevolve_engine.adapters.environments import ENVIRONMENTS
     from coevolve_engine.core.registry import RegistryError

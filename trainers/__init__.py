@@ -15,12 +15,14 @@ TRAINERS.register(
     "trl-grpo",
     "coevolve_engine.trainers.trl_grpo:TRLGRPOTrainer",
     install_hint='pip install "coevolve-engine[local]" "trl>=1.16"',
+    requires=("torch", "transformers", "trl"),
     description="TRL's GRPOTrainer in process; tool calls run in the task's environment through environment_factory",
 )
 TRAINERS.register(
     "sft",
     "coevolve_engine.trainers.sft:RFTTrainer",
     install_hint='pip install "coevolve-engine[local]" "trl>=1.16"',
+    requires=("torch", "transformers", "trl"),
     description="rejection-sampling fine-tuning: TRL's SFTTrainer on the store's successful trajectories "
                 "(e.g. reference demonstrations), a warm-up before GRPO",
 )

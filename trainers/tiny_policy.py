@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from typing import Any, Iterable
+
+from coevolve_engine.core.environment import Environment
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKUP = [
@@ -67,7 +70,7 @@ def build_tokenizer(corpus: list[str], vocab_size: int = 512, *, digits: bool = 
 
 
 def build_tiny_qwen3(
-    path: Path, corpus: list[str], *, hidden_size: int = 64, layers: int = 2, seed: int = 0, vocab_size: int = 512,
+    path: str | Path, corpus: list[str], *, hidden_size: int = 64, layers: int = 2, seed: int = 0, vocab_size: int = 512,
     sliding_window: int | None = None, digits: bool = False, intermediate_size: int | None = None,
 ) -> Path:
     """Save a tokenizer and a random tiny Qwen3 model under ``path``; returns ``path``.
@@ -103,6 +106,7 @@ def build_tiny_qwen3(
         config.layer_types = ["sliding_attention"] * layers
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
+    path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -118,3 +122,39 @@ def demonstration_corpus(rows: list[dict], vocab_size: int = 2048) -> list[str]:
     draft = build_tokenizer(corpus, vocab_size=vocab_size)
     corpus += [draft.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False) for row in rows]
     return corpus
+
+
+def environment_corpus(environment: Environment, tasks: Iterable[dict[str, Any]]) -> list[str]:
+    """Texts to train a tiny policy's tokenizer on, for any environment: the chat template, and for each task the
+    tool schemas its episode shows, its prompt, and its reference solution's calls written as the policy writes
+    them (``<tool_call>`` blocks). Nothing of a task is played."""
+    corpus = [qwen3_chat_template()]
+    for task in tasks:
+        episode = environment.start(str(task["task_id"]), task["spec"])
+        try:
+            corpus.append(json.dumps(episode.tools()))
+        finally:
+            episode.close()
+        if task.get("prompt"):
+            corpus.append(str(task["prompt"]))
+        try:
+            solution = environment.reference_solution(task["spec"]) or []
+        except NotImplementedError:  # an environment without reference solutions: tools and prompts only
+            solution = []
+        corpus += [f"<tool_call>\n{json.dumps({'name': call.name, 'arguments': call.arguments})}\n</tool_call>"
+                   for turn in solution for call in turn]
+    return corpus
+
+
+def build_tiny_policy(path: str | Path, environment: Environment, tasks: Iterable[dict[str, Any]] | None = None, *,
+                      hidden_size: int = 64, layers: int = 2, vocab_size: int = 1024, sliding_window: int | None = 64,
+                      seed: int = 0) -> Path:
+    """A tiny random Qwen3 policy for ``environment`` under ``path`` (a folder, made if missing): its tokenizer
+    trained on the environment's tools and ``tasks`` (default: the tasks it ships, ``load_tasks()``) by
+    ``environment_corpus``. It learns nothing by itself; it lets the whole loop run on a CPU. Returns the folder.
+
+    sliding_window: see ``build_tiny_qwen3`` (tool schemas make long prompts); None: full attention.
+    """
+    tasks = list(environment.load_tasks() if tasks is None else tasks)
+    return build_tiny_qwen3(Path(path), environment_corpus(environment, tasks), hidden_size=hidden_size,
+                            layers=layers, seed=seed, vocab_size=vocab_size, sliding_window=sliding_window)

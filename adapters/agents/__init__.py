@@ -24,12 +24,14 @@ AGENTS.register(
     "litellm",
     "coevolve_engine.adapters.agents.litellm_agent:LiteLLMAgent",
     install_hint='pip install "coevolve-engine[agents]"',
+    requires=("litellm",),
     description="any model litellm can call: hosted APIs, vLLM and other OpenAI-compatible servers",
 )
 AGENTS.register(
     "local",
     "coevolve_engine.adapters.agents.local_agent:LocalAgent",
     install_hint='pip install "coevolve-engine[local]"',
+    requires=("torch", "transformers"),
     description="a transformers causal LM from a local path, run in process",
 )
 AGENTS.register(

@@ -38,8 +38,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from jinja2 import TemplateError
-
 _USER = {"role": "user", "content": "\x00user\x00"}
 _ANSWER = "\x00answer\x00"
 
@@ -123,6 +121,8 @@ class ChatTokens:
     def _drops_reasoning(self) -> bool:
         """Whether the template, with these kwargs, drops the reasoning of answers before the last user message
         while the policy writes its own (its generation prompt does not close a reasoning block itself)."""
+        from jinja2 import TemplateError  # transformers' template engine: here only when a tokenizer is
+
         early, late = "\x01early reasoning\x01", "\x01late reasoning\x01"
         chat = [{"role": "user", "content": "a"},
                 {"role": "assistant", "content": f"<think>\n{early}\n</think>\n\nb"},

@@ -16,6 +16,7 @@ from coevolve_engine.cli import (
     eval as eval_cli,
     export,
     patterns,
+    plugins,
     query,
     rollout,
     run,
@@ -68,7 +69,7 @@ def cli() -> None:
 
 def _add_commands() -> None:
     for module in (store_commands, tasks, rollout, eval_cli, query, signals, patterns, summarize, synthesis,
-                   curriculum, export, run, drift, demo, bootstrap):
+                   curriculum, export, run, drift, demo, bootstrap, plugins):
         module.register(cli)
 
 

@@ -16,11 +16,17 @@ the seed, how long to wait for the store). A class that needs the context define
 plain callable registered without it is called with the options.
 
 Entry points are read the first time a registry is looked up, never at import time.
+
+A registration may name the modules it needs when used beyond what loading it imports (``requires``: an extra's
+packages, such as torch for a trainer whose module imports it lazily); ``load`` refuses it with its install hint
+when one is missing, and ``coevolve-engine plugins`` lists it as not ready. A registration read from an entry point
+records the distribution that declared it (``package``).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -29,6 +35,10 @@ from typing import Any, Mapping
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.errors import CoevolveError
+
+
+#: the distribution of the built-in registrations
+BUILT_IN = "coevolve-engine"
 
 
 class RegistryError(CoevolveError, LookupError):
@@ -43,6 +53,16 @@ class Registration:
     target: str  # "package.module:ClassName"
     install_hint: str | None = None
     description: str = ""
+    package: str = BUILT_IN  # the distribution it comes from: the engine's own, or the plugin's that declares it
+    requires: tuple[str, ...] = ()  # modules it imports when used (not when loaded), checked without importing them
+
+    def missing(self) -> list[str]:
+        """The modules of ``requires`` that are not installed."""
+        return [module for module in self.requires if importlib.util.find_spec(module) is None]
+
+    def hint(self) -> str:
+        """What to install to use it: the registered hint, else the package that declares it."""
+        return self.install_hint or f"pip install {self.package}"
 
 
 @dataclass(frozen=True)
@@ -73,9 +93,11 @@ class Registry:
         *,
         install_hint: str | None = None,
         description: str = "",
+        requires: tuple[str, ...] = (),
         replace: bool = False,
     ) -> None:
-        """Register ``target`` ("module:attr") under ``name``; refuse silent overrides."""
+        """Register ``target`` ("module:attr") under ``name``; refuse silent overrides. ``requires``: the modules
+        it imports when used, beyond what loading it imports (an extra's packages)."""
         if ":" not in target:
             raise ValueError(f"{self.kind} target {target!r} must look like 'package.module:ClassName'")
         existing = self._entries.get(name)
@@ -84,7 +106,7 @@ class Registry:
                 f"{self.kind} {name!r} is already registered to {existing.target}; "
                 "pass replace=True to override it"
             )
-        self._entries[name] = Registration(name, target, install_hint, description)
+        self._entries[name] = Registration(name, target, install_hint, description, requires=tuple(requires))
 
     def _read_entry_points(self) -> None:
         if self._entry_points_read or self.entry_point_group is None:
@@ -92,7 +114,9 @@ class Registry:
         self._entry_points_read = True
         for ep in entry_points(group=self.entry_point_group):
             if ep.name not in self._entries:
-                self._entries[ep.name] = Registration(ep.name, ep.value)
+                dist = getattr(ep, "dist", None)
+                package = dist.metadata["Name"] if dist is not None else "(unknown package)"
+                self._entries[ep.name] = Registration(ep.name, ep.value, package=package)
 
     @property
     def entries(self) -> Mapping[str, Registration]:
@@ -111,6 +135,10 @@ class Registry:
             hint = f". {self.unknown_hint}" if self.unknown_hint else ""
             raise RegistryError(f"unknown {self.kind} {name!r}; known: {valid}{hint}")
         reg = entries[name]
+        missing = reg.missing()
+        if missing:
+            raise RegistryError(f"{self.kind} {name!r} needs a package that is not installed (no module named "
+                                f"{', '.join(missing)}); install it with: {reg.hint()}")
         module_name, _, attr = reg.target.partition(":")
         try:
             module = importlib.import_module(module_name)

@@ -19,7 +19,7 @@ from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.core.errors import CoevolveError, ConfigError  # noqa: F401 (ConfigError: the loop's)
 from coevolve_engine.loop.models import ModelsConfig
 from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
-from coevolve_engine.synthesis.candidates import MAX_CANDIDATES
+from coevolve_engine.synthesis.candidates import MAX_CANDIDATES, offline_synthesizer
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD
 
@@ -100,11 +100,12 @@ class PatternsConfig:
 
 @dataclass
 class SynthesisConfig:
-    synthesizer: str = setting("offline:bfcl", "The synthesizer: offline:bfcl (no model needed), llm, "
-                                               "llm-unguided (explores with no pattern guidance: the paper's "
-                                               "'random exploration' ablation), a plugin's name, or none: no "
-                                               "feedback at all (rounds are weights, train and eval only: the "
-                                               "paper's 'synthesis only' ablation, with D_0 from [bootstrap]).")
+    synthesizer: str = setting("", "The synthesizer: empty: the environment's own, offline:ENV (ENV the run's "
+                                   "env; no model needed; `coevolve-engine plugins` lists those installed), llm, "
+                                   "llm-unguided (explores with no pattern guidance: the paper's 'random "
+                                   "exploration' ablation), a plugin's name, or none: no feedback at all (rounds "
+                                   "are weights, train and eval only: the paper's 'synthesis only' ablation, with "
+                                   "D_0 from [bootstrap]).")
     max_candidates: int = setting(20, "Candidate tasks to propose per round, shared among the round's patterns.")
     options: dict = setting({}, "The synthesizer's own settings (llm: tasks_per_pattern, "
                                 "max_explore_steps); its models are [models]'s.")
@@ -197,6 +198,10 @@ class RunConfig:
                                                     "settings, the same in training, eval and validation.")
     agent: AgentConfig = setting(AgentConfig, "How agents built from a model string (models.agent) "
                                               "sample: the settings `coevolve-engine rollout` takes as options.")
+
+    def __post_init__(self) -> None:
+        if not self.synthesis.synthesizer:  # the environment's own, as `synthesize` picks it
+            self.synthesis.synthesizer = offline_synthesizer(self.env)
 
     def check(self) -> None:
         """Refuse values no run could use, naming the key."""

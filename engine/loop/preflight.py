@@ -20,7 +20,7 @@ from coevolve_engine.loop.models import MODEL_ROLES
 from coevolve_engine.loop.context import RunContext
 from coevolve_engine.loop.feedback import synthesizer_options
 from coevolve_engine.loop.training import episode_options
-from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+from coevolve_engine.synthesis.candidates import SYNTHESIZERS, offline_synthesizer
 from coevolve_engine.synthesis.llm_synthesizer import check_kinds
 from coevolve_engine.trainers import TRAINERS
 
@@ -59,12 +59,22 @@ def check_plugins(run: RunContext) -> None:
     _checked("curriculum.settings" if config.curriculum.settings else "curriculum.strategy",
              lambda: STRATEGIES.build(config.curriculum.strategy, config.curriculum.settings, run.plugins()))
     if config.feedback:
+        _check_own_synthesizer(config.env, config.synthesis.synthesizer)
         _checked("synthesis.synthesizer", lambda: SYNTHESIZERS.load(config.synthesis.synthesizer))
         _checked("synthesis.options" + (" and synthesis.kinds" if config.synthesis.kinds else ""),
                  lambda: SYNTHESIZERS.build(config.synthesis.synthesizer, synthesizer_options(config),
                                             run.plugins()))
     for role in MODEL_ROLES:  # a key's variable that is not set, named before anything runs
         getattr(config.models, role).api_key(f"models.{role}")
+
+
+def _check_own_synthesizer(env: str, synthesizer: str) -> None:
+    """The environment's own synthesizer (the default) is registered, or the error says what to set instead."""
+    if synthesizer == offline_synthesizer(env) and synthesizer not in SYNTHESIZERS.entries:
+        raise ConfigError(f"synthesis.synthesizer: environment {env!r} registers no offline synthesizer ({synthesizer} "
+                          "in the entry-point group coevolve_engine.synthesizers; see docs/environments.md); set "
+                          "synthesis.synthesizer = \"llm\" (with [models]) to write tasks with a model, or \"none\" "
+                          "to train without feedback. Installed: " + ", ".join(SYNTHESIZERS.names()))
 
 
 def check_launcher(launcher: str) -> None:

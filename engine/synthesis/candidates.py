@@ -65,12 +65,14 @@ SYNTHESIZERS.register(
     "llm",
     "coevolve_engine.synthesis.llm_synthesizer:LLMSynthesizer",
     install_hint="pip install 'coevolve-engine[agents]'",
+    requires=("litellm",),
     description="an explorer model acts in the environment around each pattern; a model abstracts tasks from it",
 )
 SYNTHESIZERS.register(
     "llm-unguided",
     "coevolve_engine.synthesis.bootstrap:UnguidedSynthesizer",
     install_hint="pip install 'coevolve-engine[agents]'",
+    requires=("litellm",),
     description="an explorer model acts freely in generated worlds of the environment, no pattern or signal "
                 "(D_0 bootstrapping; the 'random exploration' ablation)",
 )
@@ -214,6 +216,12 @@ class SynthesisReport:
 MAX_CANDIDATES = 10_000
 
 
+def offline_synthesizer(env: str) -> str:
+    """The name of environment ``env``'s own offline synthesizer, by the convention a built-in or a plugin
+    registers it under beside its environment: ``offline:ENV``."""
+    return f"offline:{env}"
+
+
 def default_synthesizer(store: "Store", round: int | None = None) -> str:
     """The offline synthesizer of the environment of the tasks in ``round``'s failure patterns (default: the
     latest round with patterns; the most common environment there): ``offline:ENV``, as a built-in or a plugin
@@ -231,7 +239,7 @@ def default_synthesizer(store: "Store", round: int | None = None) -> str:
     if env is None:
         raise CoevolveError("no task in the store names its environment (tasks.env), so there is no default "
                             "synthesizer: pass --synthesizer (offline:bfcl, offline:calc, llm, ...)")
-    name = f"offline:{env}"
+    name = offline_synthesizer(env)
     if name not in SYNTHESIZERS.entries:
         raise CoevolveError(
             f"the tasks are of environment {env!r}, which registers no offline synthesizer ({name} in the "
