@@ -33,6 +33,7 @@ __all__ = [
     "TRAINERS",
     "BatchSource",
     "StoreSink",
+    "TrainContext",
     "TrainReport",
     "Trainer",
     "TrajectorySink",
