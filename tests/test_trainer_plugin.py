@@ -84,8 +84,10 @@ def test_run_drives_a_trainer_from_another_package(installed, tmp_path):
     engine(installed, "tasks", "import", "calc", "--limit", "6", "--create", "--db", db)
     config = tmp_path / "run.toml"
     config.write_text(CONFIG.format(policy=policy, steps=STEPS, k=K, groups=GROUPS))
-    out = engine(installed, "run", "--config", str(config), "--db", db)
+    out = engine(installed, "run", "--config", str(config), "--db", db, "--log", str(tmp_path / "run.log"))
     assert "2 of 2 rounds finished" in out, out
+    log = (tmp_path / "run.log").read_text()   # the trainer's progress lines go to the run's log
+    assert all(f"step {step}: {GROUPS} groups" in log for step in (1, 2, 3, 4)), log[-3000:]
 
     with Store(db, read_only=True) as store:
         rows = store.execute("SELECT step, group_id, task_id, policy FROM trajectories ORDER BY step, group_id, "
