@@ -37,8 +37,8 @@ def test_each_dataclass_table_names_its_fields_in_order(cls):
     assert table_names(section(cls.__name__)) == [f.name for f in dataclasses.fields(cls)]
 
 
-@pytest.mark.parametrize("cls,instance", [
-    (Trainer, None), (BatchSource, BatchSource({"t": 1.0})), (TrajectorySink, None)], ids=lambda c: getattr(c, "__name__", ""))
+@pytest.mark.parametrize("cls,instance", [(Trainer, None), (BatchSource, BatchSource({"t": 1.0})),
+                                           (TrajectorySink, None)], ids=lambda c: getattr(c, "__name__", ""))
 def test_each_class_table_names_members_that_exist_and_the_section_names_every_public_one(cls, instance):
     text = section(cls.__name__)
     for name in table_names(text):

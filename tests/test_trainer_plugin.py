@@ -136,5 +136,6 @@ def test_an_unknown_trainer_names_the_contract_the_entry_point_group_and_the_exa
         TRAINERS.load("frozen")
     message = str(raised.value)
     assert "unknown trainer 'frozen'" in message and "trl-grpo" in message
-    assert "coevolve_engine.trainers.base.Trainer" in message and "entry-point group coevolve_engine.trainers" in message
+    assert "coevolve_engine.trainers.base.Trainer" in message
+    assert "entry-point group coevolve_engine.trainers" in message
     assert "docs/trainers.md" in message and EXAMPLE.is_dir()

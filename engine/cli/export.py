@@ -77,10 +77,11 @@ def export(round_: int | None, layout: str | None, output: Path | None, weights_
     with Store(db, read_only=True, wait=wait) as store:
         if round_ is None:
             round_ = latest_round(store)
-        if round_ is None and not uniform:
-            raise click.ClickException("the store has no weights yet: compute a round's with `coevolve-engine "
-                                       "weights`, or export every task with weight 1 with --uniform")
-        report = export_round(store, 0 if round_ is None else round_, layout, output, weights_from_round=weights_from_round, uniform=uniform,
+            if round_ is None and not uniform:
+                raise click.ClickException("the store has no weights yet: compute a round's with `coevolve-engine "
+                                           "weights`, or export every task with weight 1 with --uniform")
+            round_ = 0 if round_ is None else round_
+        report = export_round(store, round_, layout, output, weights_from_round=weights_from_round, uniform=uniform,
                               interaction=interaction or None, tools=tools, force=force)
     click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"
                + (f"; {report.left_out} with weight 0 left out" if report.left_out else "") + ")")
