@@ -140,6 +140,27 @@ def test_cli_export_uniform_and_missing_weights(db_path, tmp_path):
     assert "data.sampler" not in help_text  # verl 0.9 refuses that section (bench/verl_check.py)
 
 
+def test_cli_export_defaults_to_the_latest_round_with_weights(db_path, tmp_path):
+    from coevolve_engine.core.store import Store
+
+    with Store(db_path) as store:
+        store.add_records("tasks", TASKS, label="tasks")
+    runner = CliRunner()
+    export = ["export", "--db", str(db_path), "--layout", "openrlhf"]
+    result = runner.invoke(cli, [*export, "-o", str(tmp_path / "none")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "no weights yet" in result.output and "--uniform" in result.output and not (tmp_path / "none").exists()
+    result = runner.invoke(cli, [*export, "-o", str(tmp_path / "uniform"), "--uniform"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "uniform" / "manifest.json").read_text())["round"] == 0
+    for _ in range(2):   # rounds 0 and 1, as `weights` numbers them by default
+        assert runner.invoke(cli, ["weights", "--strategy", "uniform", "--db", str(db_path)]).exit_code == 0
+    result = runner.invoke(cli, [*export, "-o", str(tmp_path / "latest")])
+    assert result.exit_code == 0, result.output
+    assert "weights from task_weights round 1" in result.output
+    assert json.loads((tmp_path / "latest" / "manifest.json").read_text())["round"] == 1
+
+
 def test_verl_rows_of_bfcl_tasks_open_the_episode_and_name_verls_configs(db_path, tmp_path):
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.adapters.agents.player import Play

@@ -7,6 +7,7 @@ rewards from the first step and the parameters, the Adam moments and the KL term
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,26 @@ def test_a_fresh_optimization_each_round_ends_elsewhere(runs, start):
     assert not torch.allclose(weights(fresh.checkpoint)["model.embed_tokens.weight"],
                               weights(long.checkpoint)["model.embed_tokens.weight"], rtol=1e-5, atol=1e-7)
 
+
+def test_a_resumed_round_says_nothing_of_the_tied_output_embedding(runs, start):
+    """A tied lm_head is saved once, under the input embedding: resuming from such a checkpoint ties it again and
+    does not warn that the checkpoint misses 'lm_head.weight' (it printed in every round of the demo after the
+    first)."""
+    first = runs[1][0]
+    assert "lm_head.weight" not in weights(first.checkpoint)  # tied: the checkpoint holds it once, as embed_tokens
+    said: list[str] = []
+    heard = logging.Handler(logging.WARNING)
+    heard.emit = lambda record: said.append(record.getMessage())
+    transformers_logger = logging.getLogger("transformers")  # transformers.trainer's warnings pass through it
+    transformers_logger.addHandler(heard)
+    try:
+        trainer, _, _ = train_round(start, "resumed-quiet", 1, start_step=5, model=str(first.checkpoint),
+                                    resume_from=str(first.checkpoint))
+    finally:
+        transformers_logger.removeHandler(heard)
+    assert not [line for line in said if "missing keys" in line], said
+    model = trainer.model
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()  # still one weight
 
 # -- the same from the outside: `coevolve-engine demo --quick` --------------------------------------------------
 

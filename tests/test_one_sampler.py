@@ -61,3 +61,17 @@ def test_the_verl_dataset_draws_with_the_core_sampler():
     assert verl_sampler.weighted_draws(rows, {"weighted_draws": 7, "seed": 2}) == sampler.batch(0).tolist()
     older = verl_sampler.WeightedTaskSampler(rows, {"sampler": {"seed": 2, "num_samples": 7}})
     assert type(older.sampler) is WeightedGroupSampler and list(older) == sampler.batch(0).tolist()
+
+
+def test_a_batch_source_s_weights_draw_as_given_and_follow_a_refresh():
+    """``WeightedGroupSampler(source.weights, ...)``, the obvious use, reads the source afresh at each draw and
+    takes its tasks from what it reads: each draw is the one the weights of that moment give as a mapping."""
+    source = BatchSource({"a": 1.0, "b": 2.0, "c": 0.0, "d": 0.5}, seed=7)
+    sampler = WeightedGroupSampler(source.weights, group_size=3, groups_per_step=2, seed=source.seed)
+    for step in range(4):
+        assert sampler.batch_ids(step) == WeightedGroupSampler(source.weights(), group_size=3, groups_per_step=2,
+                                                               seed=7).batch_ids(step)
+    source.refresh({"a": 0.0, "b": 0.0, "new": 5.0, "other": 1.0})   # the next round adds tasks and drops some
+    drawn = sampler.batch_ids(4)
+    assert set(drawn) == {"new", "other"} and drawn == WeightedGroupSampler(
+        source.weights(), group_size=3, groups_per_step=2, seed=7).batch_ids(4)

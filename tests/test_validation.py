@@ -310,3 +310,16 @@ def test_cli_validate_and_list_candidates(db):
     assert usage.exit_code == 2 and "--max-success-rate needs --agent-model" in usage.output
     for command in ("synthesize", "validate", "candidates"):
         assert "Examples:" in runner.invoke(cli, [command, "--help"]).output
+
+
+def test_validate_names_the_reference_agent_and_plays_it(db):
+    runner = CliRunner()
+    helped = runner.invoke(cli, ["validate", "--help"], terminal_width=200).output
+    assert "or 'reference' to play each candidate's reference solution" in " ".join(helped.split())
+    assert runner.invoke(cli, ["synthesize", "--db", str(db), "--max-candidates", "2"]).exit_code == 0
+    result = runner.invoke(cli, ["validate", "--db", str(db), "--agent-model", "reference", "--attempts", "2",
+                                 "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rates = table(db, "SELECT verdict, success_rate FROM candidates ORDER BY created_at")
+    assert len(rates) == 2 and all(rate == 1.0 for verdict, rate in rates if verdict == "accepted"), rates
+    assert any(verdict == "accepted" for verdict, _ in rates)

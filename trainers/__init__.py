@@ -10,7 +10,11 @@ from coevolve_engine.core.registry import Registry
 
 from .base import BatchSource, StoreSink, TrainContext, Trainer, TrainReport, TrajectorySink, group_records
 
-TRAINERS = Registry("trainer", entry_point_group="coevolve_engine.trainers")
+TRAINERS = Registry(
+    "trainer", entry_point_group="coevolve_engine.trainers",
+    unknown_hint=("A trainer implements the contract coevolve_engine.trainers.base.Trainer and comes from a package "
+                  "that declares it in the entry-point group coevolve_engine.trainers (pip install it); see "
+                  "docs/trainers.md and examples/frozen-trainer"))
 TRAINERS.register(
     "trl-grpo",
     "coevolve_engine.trainers.trl_grpo:TRLGRPOTrainer",
@@ -31,6 +35,7 @@ __all__ = [
     "TRAINERS",
     "BatchSource",
     "StoreSink",
+    "TrainContext",
     "TrainReport",
     "Trainer",
     "TrajectorySink",

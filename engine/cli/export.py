@@ -9,6 +9,7 @@ import click
 from coevolve_engine.adapters.importers import ImportOptions, import_rollouts as run_import, read_manifest
 from coevolve_engine.cli.options import ROUND, db_option, renamed, require_store, wait_option
 from coevolve_engine.core.store import Store
+from coevolve_engine.core.weights import latest_round
 from coevolve_engine.trainers.export import export_round
 
 LAYOUTS = ("verl", "openrlhf")
@@ -39,7 +40,9 @@ OpenRLHF (train.jsonl): --prompt_data export/r3/train.jsonl --input_key input --
   label is JSON text {task_id, env, spec} for your reward function; weight is on every line.
 \b
 manifest.json maps each row index to its task and weight; import-rollouts --manifest reads it.""")
-@click.option("--round", "round_", type=ROUND, required=True, help="The round to export.")
+@click.option("--round", "round_", type=ROUND, default=None,
+              help="The round to export. [default: the latest round with weights; 0 with --uniform when there are "
+                   "none]")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None,
               help="The trainer's data layout: verl (train.parquet, verl's RL dataset) or openrlhf (train.jsonl "
                    "prompt data). Required.")
@@ -59,7 +62,7 @@ manifest.json maps each row index to its task and weight; import-rollouts --mani
 @renamed("--out", "output", type=click.Path(file_okay=False, path_type=Path))
 @db_option
 @wait_option
-def export(round_: int, layout: str | None, output: Path | None, weights_from_round: int | None, uniform: bool,
+def export(round_: int | None, layout: str | None, output: Path | None, weights_from_round: int | None, uniform: bool,
            interaction: str, tools: tuple[str, ...], force: bool, db: Path, wait: float) -> None:
     """Write a round's weighted task set for verl or OpenRLHF: one row per task with a weight above 0.
 
@@ -72,6 +75,12 @@ def export(round_: int, layout: str | None, output: Path | None, weights_from_ro
     if output is None:
         raise click.UsageError("Missing option '-o' / '--output' (the directory to write into).")
     with Store(db, read_only=True, wait=wait) as store:
+        if round_ is None:
+            round_ = latest_round(store)
+            if round_ is None and not uniform:
+                raise click.ClickException("the store has no weights yet: compute a round's with `coevolve-engine "
+                                           "weights`, or export every task with weight 1 with --uniform")
+            round_ = 0 if round_ is None else round_
         report = export_round(store, round_, layout, output, weights_from_round=weights_from_round, uniform=uniform,
                               interaction=interaction or None, tools=tools, force=force)
     click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"

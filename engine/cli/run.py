@@ -25,11 +25,11 @@ from coevolve_engine.progress import Display
 from coevolve_engine.trainers import TRAINERS
 
 
-def _plugin_help() -> dict[str, list[tuple[str, object, str]]]:
-    """Settings of the default trainer, warm-up trainer and strategy, for the printed template."""
-    defaults = RunConfig()
+def _plugin_help(config: RunConfig) -> dict[str, list[tuple[str, object, str]]]:
+    """Settings of the configuration's trainer, warm-up trainer and strategy (a plugin's too), for the printed
+    template."""
     rows: dict[str, list[tuple[str, object, str]]] = {}
-    for key, name in (("trainer.options", defaults.trainer.name), ("warmup.options", defaults.warmup.trainer)):
+    for key, name in (("trainer.options", config.trainer.name), ("warmup.options", config.warmup.trainer)):
         try:
             trainer = TRAINERS.load(name)
         except Exception:  # noqa: BLE001 - a trainer whose extra is not installed just gets no listing
@@ -39,8 +39,11 @@ def _plugin_help() -> dict[str, list[tuple[str, object, str]]]:
             continue
         rows[key] = [(f.name, f.default, f"{name}: {f.metadata.get('help', '')}") for f in dataclasses.fields(options)
                      if f.name not in trainer.run_sets and f.default is not dataclasses.MISSING]
-    strategy = defaults.curriculum.strategy
-    rows["curriculum.settings"] = [(n, d, f"{strategy}: {h}") for n, d, h in config_help(STRATEGIES.load(strategy))]
+    strategy = config.curriculum.strategy
+    try:
+        rows["curriculum.settings"] = [(n, d, f"{strategy}: {h}") for n, d, h in config_help(STRATEGIES.load(strategy))]
+    except Exception:  # noqa: BLE001 - a strategy that cannot be loaded just gets no listing
+        pass
     return rows
 
 
@@ -106,7 +109,8 @@ def run(config_path: Path | None, overrides: tuple[str, ...], rounds: int | None
     if rounds is not None:
         overrides = (*overrides, f"rounds={rounds}")
     if print_config:
-        click.echo(render_template(_load(config_path, overrides, check=False), _plugin_help()), nl=False)
+        config = _load(config_path, overrides, check=False)
+        click.echo(render_template(config, _plugin_help(config)), nl=False)
         return
     config = _load(config_path, overrides)
     quiet_libraries()

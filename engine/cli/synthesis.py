@@ -143,8 +143,9 @@ Examples:
               help="Refuse (reason 'contaminated') a candidate whose task words have a Jaccard similarity at least "
                    "this high to an eval task's.")
 @click.option("--agent-model", default=None,
-              help="Also roll this agent out K times on each candidate (a litellm model string or a local model "
-                   "directory) and record its success rate.")
+              help="Also roll this agent out K times on each candidate (a litellm model string, a local model "
+                   "directory, or 'reference' to play each candidate's reference solution: a check that the task "
+                   "plays through the episode player) and record its success rate.")
 @endpoint_options
 @click.option("--attempts", type=click.IntRange(1, MAX_GROUP_SIZE), default=ATTEMPTS, show_default=True,
               help="Agent rollouts per candidate.")

@@ -16,7 +16,11 @@ The rules:
   the step's indices ``repeat_count`` times (TRL's layout: a generation batch reused for several updates).
 - The weights are a sequence (indices into it), a mapping from task id to weight (the tasks are then taken in
   ``task_ids`` order, or sorted when ``task_ids`` is not given), or a function returning such a mapping, read
-  afresh before every draw (``BatchSource.weights``: new weights take effect at the next draw).
+  afresh before every draw (``BatchSource.weights``: new weights take effect at the next draw). A function given
+  with ``task_ids`` (a dataset's rows) lays each read out in that order; given without, the indices are the
+  sorted task ids of each read, so ``WeightedGroupSampler(source.weights)`` draws, step for step, what
+  ``WeightedGroupSampler(source.weights())`` draws, a refresh that adds tasks included (read them with
+  ``batch_ids``).
 - The sampler's state is the number of its next draw: iterating yields ``num_batches`` steps (forever when None)
   from it and moves it on, so a DataLoader's next epoch continues the run; ``state_dict`` and
   ``load_state_dict`` carry it across a resume, as ``start_step`` does.
@@ -80,8 +84,8 @@ class WeightedGroupSampler:
         if num_batches is not None and num_batches < 0:
             raise SamplerError(f"num_batches must be >= 0 or None (endless), got {num_batches}")
         self.read = weights if callable(weights) else None
-        if self.read is not None and task_ids is None:
-            raise SamplerError("weights read afresh at each draw need task_ids: the task of each index")
+        #: the task ids follow the weights read at each draw (a function given without task_ids)
+        self.follow = self.read is not None and task_ids is None
         if isinstance(weights, Mapping) and task_ids is None:
             task_ids = sorted(str(task) for task in weights)
         #: the task id of each index (None when the weights came as a plain sequence)
@@ -92,8 +96,19 @@ class WeightedGroupSampler:
         self.fixed = None if self.read is not None else self._vector(weights)
         self._drawn_from: tuple[Any, int] | None = None  # the fixed weights as torch draws from them, once made
         if self.read is not None:
-            self._vector(self.read())  # fails now on weights it could never draw from
+            self._read()  # fails now on weights it could never draw from
         self.num_tasks = len(self.fixed) if self.fixed is not None else len(self.task_ids)
+
+    def _read(self) -> np.ndarray:
+        """The weights the function returns now, one per index; following them, their tasks become the indices."""
+        weights = self.read()
+        if self.follow:
+            if not isinstance(weights, Mapping):
+                raise SamplerError("weights read afresh at each draw without task_ids must be a mapping from task id "
+                                   f"to weight (e.g. BatchSource.weights), got {type(weights).__name__}")
+            self.task_ids = sorted(str(task) for task in weights)
+            self.num_tasks = len(self.task_ids)
+        return self._vector(weights)
 
     def _vector(self, weights: Weights) -> np.ndarray:
         """One weight per index: a mapping is laid out in task_ids order, 0 for a task it does not name."""
@@ -113,7 +128,7 @@ class WeightedGroupSampler:
 
     def weights(self) -> np.ndarray:
         """The weights the next draw uses, one per index."""
-        return self.fixed if self.fixed is not None else self._vector(self.read())
+        return self.fixed if self.fixed is not None else self._read()
 
     def tasks(self, step: int) -> np.ndarray:
         """The groups_per_step task indices of draw ``step`` (one per group)."""

@@ -50,8 +50,9 @@ class WarmupConfig:
                             "(rejection-sampling fine-tuning; a random policy learns the action syntax from "
                             "them). 0: no warm-up.")
     trainer: str = setting("sft", "The trainer that runs the warm-up (a name in the trainer registry).")
-    options: dict = setting({}, "The warm-up trainer's own settings, passed to it as they are (sft's are "
-                                "listed here by `coevolve-engine run --print-config`).")
+    options: dict = setting({}, "The warm-up trainer's own settings, passed to it as they are (the "
+                                "configured warm-up trainer's are listed here by `coevolve-engine run "
+                                "--print-config`).")
 
 
 @dataclass
@@ -73,8 +74,8 @@ class TrainerConfig:
     launcher: str = setting("", "Train each round in processes of its own, started by this command followed by "
                                 "`-m coevolve_engine.loop.train_round SPEC` (e.g. \"accelerate launch "
                                 "--num_processes 8\", or a python executable); empty: in the run's process.")
-    options: dict = setting({}, "The trainer's own settings, passed to it as they are (trl-grpo's are "
-                                "listed here by `coevolve-engine run --print-config`).")
+    options: dict = setting({}, "The trainer's own settings, passed to it as they are (the configured "
+                                "trainer's are listed here by `coevolve-engine run --print-config`).")
 
 
 @dataclass

@@ -98,6 +98,7 @@ def train_round(spec: TrainSpec, echo: Callable[[str], None] = print) -> dict[st
                            start_step=spec.start_step, policy_name=spec.policy_name, resume_from=spec.resume_from,
                            reference_model=spec.reference_model)
     trainer = TRAINERS.build(spec.trainer, spec.options, context)
+    trainer.progress = lambda line: detail(echo, f"{spec.echo_label} {line}")  # the trainer's own lines, logged
     report = trainer.train(spec.steps)
     sink.flush()  # steps a trainer left with the sink (trainer.steps_per_write > 1) are in the store before the result
     if report.checkpoint is None:

@@ -214,6 +214,7 @@ class TRLGRPOTrainer(Trainer):
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         tokenizer.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        tied_weights_not_saved(model)
         with warnings.catch_warnings():  # rollout_func is marked experimental in TRL 1.16; we chose it
             warnings.filterwarnings("ignore", message=".*rollout_func.*experimental", category=UserWarning)
             self._grpo = CoevolveGRPOTrainer(
@@ -342,6 +343,15 @@ class TRLGRPOTrainer(Trainer):
                 self.sink.write_group(group, step=step, group_id=group_id)
         self.groups += len(groups)
         self.rollouts += sum(len(group) for _, group in groups)
+
+
+def tied_weights_not_saved(model: Any) -> None:
+    """Name a model's tied weights (a tied output embedding: ``lm_head.weight``) as weights its checkpoints do not
+    hold. A tied weight is saved once, under the input embedding, so a checkpoint lacks it by design; named so,
+    transformers' resume ties it again instead of warning that the checkpoint misses it."""
+    tied = set(getattr(model, "all_tied_weights_keys", None) or ())
+    if tied:
+        model._keys_to_ignore_on_save = set(model._keys_to_ignore_on_save or ()) | tied
 
 
 def _global_step(checkpoint: str | None) -> int:
