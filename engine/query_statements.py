@@ -179,14 +179,14 @@ def statement_refusal(statement: duckdb.Statement, *, write: bool) -> str | None
         if name not in _READING_FUNCTIONS and name in _builtin_table_functions():
             return _FUNCTION_REASONS.get(name, f"{name}() is not a function that only reads")
     elif kind == duckdb.StatementType.PRAGMA:
-        if words[:1] != ["pragma"]:  # IMPORT DATABASE is PRAGMA import_database
-            return FILE_SQL if words[:1] == ["import"] else UNKNOWN
+        if words[:1] != ["pragma"]:  # IMPORT DATABASE and COPY FROM DATABASE are pragmas
+            return {"import": FILE_SQL, "copy": ONE_STORE}.get(words[0] if words else "", UNKNOWN)
         name = words[1] if len(words) > 1 else ""
         if name not in _READING_PRAGMAS or (len(tokens) > 2 and tokens[2].word == "="):
             return _FUNCTION_REASONS.get(name, FILE_SQL if name.startswith("import") else
                                          f"PRAGMA {name} is not one that only reads")
     elif kind == duckdb.StatementType.MULTI:
-        if not words or words[0] != "pivot":
+        if words[:1] != ["pivot"]:
             return UNKNOWN
     elif kind in _WRITE_TYPES:
         if not write:
