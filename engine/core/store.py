@@ -31,6 +31,7 @@ from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.sqlident import quote_ident
 from coevolve_engine.core.errors import StoreDamagedError, StoreError, StoreLockedError
 from coevolve_engine.core.ingest import IngestReport, ingest_file, ingest_opened, ingest_records
+from coevolve_engine.core.store_repair import already_applied, rebuild_bookkeeping
 
 DEFAULT_DB = "coevolve.duckdb"
 
@@ -254,10 +255,19 @@ class Store:
             if migration.name in applied:
                 continue
             with self.transaction():
-                self.con.execute(migration.sql)
+                if not already_applied(self.con, self.path, migration):  # else only its record was lost
+                    self.con.execute(migration.sql)
                 self.con.execute("INSERT INTO schema_migrations (name) VALUES ($name)", {"name": migration.name})
             count += 1
         return count
+
+    def repair(self) -> list[str]:
+        """Rebuild what of this store's schema went missing (``store_repair``): its bookkeeping tables, every view
+        and macro; what was rebuilt, in words. A lost table of data is refused, naming it, with nothing changed."""
+        with self.transaction():
+            rebuilt = rebuild_bookkeeping(self.con, self.path, self._applied_migrations())
+        self._create_views(temporary=False)
+        return rebuilt
 
     def _views_current(self) -> bool:
         """Whether every view of this code's files is stored with this code's stamp as its comment.
