@@ -49,14 +49,15 @@ def test_an_output_onto_a_socket_is_refused(calc_store, tmp_path):
         server.close()
 
 
-@pytest.mark.parametrize("target", ["/dev/stdout", "/dev/null", "/dev/fd/1", "/proc/self/fd/1"])
+# (/dev/null itself is not tried: a build with the defect, run as root, would replace the machine's /dev/null; the
+# device node case below makes its own node)
+@pytest.mark.parametrize("target", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
 def test_an_output_onto_a_device_or_standard_output_is_refused(calc_store, target):
     for force in ([], ["--force"]):
         result = cli("query", "select 1 as a", "--format", "csv", "-o", target, *force, "--db", calc_store)
         refused(result, f"{target} is a")
         assert "leave the output option out to print to standard output" in result.stderr
         assert result.stdout == ""
-    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
 
 
 def test_a_character_device_node_is_never_replaced(calc_store, tmp_path):
