@@ -182,6 +182,9 @@ class Store:
                     self._create_views(temporary=True)
             else:
                 migrated = self._migrate()
+                if migrated:  # a migration found applied but for its dropped bookkeeping: make that again first
+                    with self.transaction():
+                        rebuild_bookkeeping(self.con, self.path, self._applied_migrations())
                 if migrated or not self._views_current():
                     self._create_views(temporary=False)
         except duckdb.Error as exc:
