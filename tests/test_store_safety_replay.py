@@ -112,3 +112,18 @@ def test_the_hostile_replay_refuses_each_defect_cleanly(place, name):
     assert "Error" in result.stderr and "Traceback" not in result.stderr + result.stdout, result.stderr
     assert "Warning" not in result.stderr, result.stderr  # numpy's overflow warnings included
     assert table_hashes(store) == tables and _tree(place) == files
+
+
+def test_a_refused_set_of_demo_adds_no_ingests_rows_to_its_store(sample_once, tmp_path):
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    store = folder / "demo.duckdb"
+    shutil.copyfile(sample_once, store)
+    tables = table_hashes(store)
+    result = subprocess.run([sys.executable, "-m", "coevolve_engine.cli", "demo", "--dir", str(folder), "--quick",
+                             "--set", "trainer.options.learning_rate=abc"], capture_output=True, text=True,
+                            timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1, result.stderr
+    assert "--set trainer.options.learning_rate=abc" in result.stderr and "Traceback" not in result.stderr
+    assert table_hashes(store) == tables
+    assert sorted(p.name for p in folder.iterdir()) == ["demo.duckdb", "run.log"]
