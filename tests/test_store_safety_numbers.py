@@ -116,3 +116,22 @@ def test_settings_refuse_what_no_setting_can_use():
     with pytest.raises(ValueError, match=r"an integer in \[-2\^63, 2\^63 - 1\]"):
         coerce(2**63, int)
     assert coerce("0.5", float, from_text=True) == 0.5 and coerce(2**63 - 1, int) == 2**63 - 1
+
+
+@pytest.mark.parametrize("column, text", [("spec", '{"a": 1, "a": 2}'), ("meta", '{"x": NaN}'),
+                                          ("spec", '{"a": {"b": 1, "b": 1}}'), ("meta", '{"x": [Infinity]}')])
+def test_a_parquet_text_column_with_a_duplicate_key_or_nan_is_refused_like_json_lines(sample_store, tmp_path,
+                                                                                      column, text):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "tasks.parquet"
+    pq.write_table(pa.table({"task_id": ["fine", "ambiguous"], column: ['{"a": 1}', text]}), path)
+    before = table_hashes(sample_store)
+    result = invoke("ingest", "tasks", path, "--db", sample_store)
+    assert result.exit_code == 1, result.output
+    assert f"tasks.parquet, row 2, field '{column}': names a key twice in one object, or holds NaN" in result.output
+    assert table_hashes(sample_store) == before
+    lines = tmp_path / "tasks.jsonl"
+    lines.write_text('{"task_id": "ambiguous", "' + column + '": ' + text + "}\n")
+    assert invoke("ingest", "tasks", lines, "--db", sample_store).exit_code == 1  # as JSON lines refuses it

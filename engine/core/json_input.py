@@ -80,7 +80,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def read_json(text: str | bytes, *, unique_keys: bool = False) -> Any:
+def read_json(text: str | bytes, *, unique_keys: bool = False, parse_constant: Any = None) -> Any:
     """``json.loads`` with the limits above: ``json.JSONDecodeError`` for text that is not JSON or nests deeper
     than ``MAX_JSON_DEPTH``; ``DuplicateKeyError`` (with ``unique_keys``) for an object that names a key twice;
     ``UnicodeDecodeError`` for bytes that are not UTF-8 (or UTF-16/32, which ``json.loads`` also reads)."""
@@ -95,7 +95,8 @@ def read_json(text: str | bytes, *, unique_keys: bool = False) -> Any:
         return int(digits)
 
     try:
-        return json.loads(text, object_pairs_hook=_unique if unique_keys else None, parse_int=integer)
+        return json.loads(text, object_pairs_hook=_unique if unique_keys else None, parse_int=integer,
+                          parse_constant=parse_constant)
     except RecursionError:  # not reached for text the depth count measured; kept so no reader can see one
         raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", _decoded(text), 0) from None
 
