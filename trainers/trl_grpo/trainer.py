@@ -242,8 +242,12 @@ class TRLGRPOTrainer(Trainer):
             tasks = select_tasks(store, environment.name, task_ids=source.task_ids())
         missing = sorted(set(source.task_ids()) - {task["task_id"] for task in tasks})
         if missing:
-            raise CoevolveError(f"{len(missing)} weighted task(s) are not {environment.name} tasks in {db}: "
-                                f"{', '.join(missing[:5])}")
+            raise CoevolveError(
+                f"{len(missing)} weighted task(s) are not {environment.name} tasks in {db}: {', '.join(missing[:5])}. "
+                f"A run trains on one environment's tasks: ingest each as a {environment.name} task (a placeholder "
+                "from `ingest trajectories --create-tasks` is filled in by a later `ingest tasks` of the real "
+                "record), or remove it with `coevolve-engine query --write \"delete from trajectories where "
+                "task_id = 'ID'; delete from tasks where task_id = 'ID'\"`, then run again (it resumes)")
         return cls(config, environment, tasks, source, sink if sink is not None else StoreSink(db, wait=wait),
                    reward_funcs=reward_funcs, start_step=start_step)
 
