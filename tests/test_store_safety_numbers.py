@@ -135,3 +135,17 @@ def test_a_parquet_text_column_with_a_duplicate_key_or_nan_is_refused_like_json_
     lines = tmp_path / "tasks.jsonl"
     lines.write_text('{"task_id": "ambiguous", "' + column + '": ' + text + "}\n")
     assert invoke("ingest", "tasks", lines, "--db", sample_store).exit_code == 1  # as JSON lines refuses it
+
+
+def test_the_check_before_a_round_refuses_a_batch_training_would_refuse():
+    from coevolve_engine.core.errors import CoevolveError
+    from coevolve_engine.core.sampler import MAX_BATCH_ROWS, WeightedGroupSampler
+    from coevolve_engine.trainers import TRAINERS
+
+    group_size, groups_per_step = 5000, MAX_BATCH_ROWS // 5000 + 1
+    with pytest.raises(CoevolveError, match="more than 10,000,000"):
+        WeightedGroupSampler([1.0], group_size=group_size, groups_per_step=groups_per_step)
+    trainer = TRAINERS.load("trl-grpo")
+    with pytest.raises(CoevolveError, match=r"trainer trl-grpo.*more than 10,000,000"):
+        trainer.check_options({"group_size": group_size, "groups_per_step": groups_per_step}, "trainer trl-grpo")
+    trainer.check_options({"group_size": group_size, "groups_per_step": groups_per_step - 1}, "trainer trl-grpo")

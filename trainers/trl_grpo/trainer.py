@@ -38,7 +38,7 @@ from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_N
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.device import placement
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.core.sampler import draw_seed
+from coevolve_engine.core.sampler import check_batch_size, draw_seed
 from coevolve_engine.core.sink import StoreSink
 from coevolve_engine.core.store import Store
 from coevolve_engine.core.tasks import select_tasks
@@ -103,6 +103,8 @@ class TRLGRPOConfig:
                 f"group_size must be >= 2: GRPO compares rollouts within a group (got {self.group_size})")
         if self.groups_per_step < 1:
             raise ValueError(f"groups_per_step must be >= 1 (got {self.groups_per_step})")
+        # the sampler's own check (a ValueError): a round is never refused at train for a batch this let through
+        check_batch_size(self.group_size, self.groups_per_step)
         if self.max_new_tokens < 1 or self.max_completion_length < 1:
             raise ValueError("max_new_tokens and max_completion_length must be >= 1")
         if not self.temperature > 0:
