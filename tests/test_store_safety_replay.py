@@ -127,3 +127,26 @@ def test_a_refused_set_of_demo_adds_no_ingests_rows_to_its_store(sample_once, tm
     assert "--set trainer.options.learning_rate=abc" in result.stderr and "Traceback" not in result.stderr
     assert table_hashes(store) == tables
     assert sorted(p.name for p in folder.iterdir()) == ["demo.duckdb", "run.log"]
+
+
+def test_a_placeholder_task_among_a_rounds_weights_is_refused_with_what_to_do(sample_once, tmp_path):
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.core.errors import CoevolveError
+    from coevolve_engine.core.store import Store
+    from coevolve_engine.trainers import TRAINERS
+    from coevolve_engine.trainers.base import BatchSource
+    from coevolve_engine.trainers.trl_grpo.trainer import TRLGRPOConfig
+
+    calc = load_environment("calc")
+    db = tmp_path / "store.duckdb"
+    with Store(db) as store:
+        store.add_records("tasks", list(calc.load_tasks(split="seed", n=2)), label="calc tasks")
+        store.add_records("tasks", [{"task_id": "mine-001", "source": "placeholder"}], label="a user's placeholder")
+        calc_ids = [task_id for (task_id,) in store.execute("SELECT task_id FROM tasks WHERE env = 'calc'").fetchall()]
+    source = BatchSource({**{task_id: 1.0 for task_id in calc_ids}, "mine-001": 1.0})
+    config = TRLGRPOConfig(model=str(tmp_path / "policy"), output_dir=str(tmp_path / "out"))
+    with pytest.raises(CoevolveError) as refused:
+        TRAINERS.load("trl-grpo").from_store(db, config, calc, source)
+    message = str(refused.value)
+    assert "1 weighted task(s) are not calc tasks" in message and "mine-001" in message
+    assert "delete from tasks where task_id = 'ID'" in message and "ingest tasks" in message
