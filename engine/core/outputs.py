@@ -144,7 +144,7 @@ def _describe(path: Path, head: bytes, whole: bool) -> str:
     content = _content_kind(head, whole)
     suffix = path.suffix.lower()
     ours = suffix in _NEUTRAL_SUFFIXES or any(suffix in suffixes for suffixes in _SUFFIXES.values())
-    return f"a {suffix} file" if content == "text" and not ours else KINDS[content]
+    return f"a {suffix} file" if content in ("text", "csv", "table") and not ours else KINDS[content]
 
 
 def _is_kind(path: Path, head: bytes, whole: bool, kind: str) -> bool:

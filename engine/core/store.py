@@ -254,11 +254,14 @@ class Store:
         applied = self._applied_migrations()
         self._check_known(applied)
         count = 0
-        for migration in sqlfiles.migrations():
-            if migration.name in applied:
-                continue
+        pending = [m for m in sqlfiles.migrations() if m.name not in applied]
+        # a store with tables but not every record may have lost records (a new store has nothing to look at)
+        lost_records = bool(pending) and self.con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
+            " AND table_name <> 'schema_migrations'").fetchall()[0][0] > 0
+        for migration in pending:
             with self.transaction():
-                if not already_applied(self.con, self.path, migration):  # else only its record was lost
+                if not (lost_records and already_applied(self.con, self.path, migration)):  # else: only its record
                     self.con.execute(migration.sql)
                 self.con.execute("INSERT INTO schema_migrations (name) VALUES ($name)", {"name": migration.name})
             count += 1
