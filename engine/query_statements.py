@@ -32,8 +32,8 @@ ONE_TRANSACTION = "query runs its statements as one unit (with --write, one tran
 NO_EXTENSIONS = "query installs, loads and updates no extension"
 LOCKED = "query's settings cannot be changed (the store, its schema and the files it may read are fixed)"
 NO_PREPARED = "query runs no prepared statement; bind values with -p NAME VALUE and $NAME"
-READ_ONLY = "without --write query runs only statements that read (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, " \
-            "EXPLAIN without ANALYZE, PRAGMAs that read); pass --write to change the store"
+READ_ONLY = "query is read-only without --write: it runs only statements that read (SELECT, WITH, DESCRIBE, SHOW, " \
+            "SUMMARIZE, EXPLAIN without ANALYZE, PRAGMAs that read); pass --write to change the store"
 UNKNOWN = "query runs only statements it knows to be safe, and DuckDB cannot name this one"
 FILE_SQL = "query runs no SQL from files; read a file with read_csv, read_json or read_parquet and --read"
 
