@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from importlib import resources
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -32,6 +33,8 @@ from coevolve_engine.core.outputs import write_output
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.drift import DriftParams
 from coevolve_engine.loop import RunLoop, load_config
+from coevolve_engine.loop.context import RunContext
+from coevolve_engine.loop.preflight import check_plugins
 from coevolve_engine.loop.train_round import quiet_libraries
 from coevolve_engine.report import build_report
 from coevolve_engine.rollout_jobs import run_rollout_job
@@ -215,13 +218,26 @@ def run_demo(folder: Path, *, quick: bool = False, rounds: int | None = None, se
     size = QUICK if quick else FULL
     folder.mkdir(parents=True, exist_ok=True)
     # the lease first: a second demo on this folder refuses before it builds or writes anything
+    config_path, policy = folder / "run.toml", folder / "policy"
+    settings = [*size.overrides, f"rounds={rounds or size.rounds}", f"seed={seed}", f"trainer.model={policy}",
+                f"trainer.output_dir={folder / 'checkpoints'}", *overrides]
+    _check_settings(folder / STORE_NAME, config_path, settings)  # a refused --set leaves the store as it was
+    # the lease first: a second demo on this folder refuses before it builds or writes anything
     with hold_lease(folder / STORE_NAME, "demo", wait=DEFAULT_WAIT_SECONDS, create=True, echo=echo):
         db, policy = prepare(folder, size, seed=seed, echo=echo)
-        config_path = folder / "run.toml"
         if not config_path.exists():
             config_path.write_text(demo_config_text(), encoding="utf-8")
-        config = load_config(config_path, [*size.overrides, f"rounds={rounds or size.rounds}", f"seed={seed}",
-                                           f"trainer.model={policy}", f"trainer.output_dir={folder / 'checkpoints'}",
-                                           *overrides])
+        config = load_config(config_path, settings)
         RunLoop(db, config, echo=echo).run()
     return db, config
+
+
+def _check_settings(db: Path, config_path: Path, settings: list[str]) -> None:
+    """Load the demo's config (its run.toml, or the one it would write) with ``settings`` and check its plugins as a
+    run does before it writes anything; ConfigError if refused."""
+    with tempfile.TemporaryDirectory() as scratch:
+        draft = Path(scratch) / "run.toml"
+        if not config_path.exists():
+            draft.write_text(demo_config_text(), encoding="utf-8")
+        config = load_config(config_path if config_path.exists() else draft, settings)
+    check_plugins(RunContext(db, config, DEFAULT_WAIT_SECONDS, lambda line: None))

@@ -1,11 +1,11 @@
 """A user's SQL against the store (`coevolve-engine query`): it writes nothing but the store, and only with
 --write; it reads nothing but the store and the files and folders the user names with --read.
 
-- The SQL is split by DuckDB's own parser and every statement is checked by its type before any of them runs:
-  ATTACH and DETACH (another database, which could be opened for writing), COPY, EXPORT DATABASE and IMPORT
-  DATABASE (files: a result goes to a file only through -o, which never replaces a store or a file of another
-  kind), INSTALL and LOAD (extensions), and BEGIN, COMMIT, ROLLBACK and CHECKPOINT (with --write the statements
-  are one transaction, which no statement may end) are refused, naming the statement.
+- The SQL is split by DuckDB's own parser and every statement is checked against an allow-list before any of
+  them runs (``query_statements``): read-only, only statements that read; with --write, those and the ones that
+  change the store. A refusal names the statement and why. No statement can write a file: COPY, EXPORT, ATTACH,
+  PREPARE/EXECUTE, EXPLAIN ANALYZE of a refused statement and the table functions that are not readers are
+  refused in both modes, so a --read folder is read and never written.
 - Once the store is open (a read-only open builds its temporary views first), its connection is locked down:
   ``enable_external_access = false``, with only the --read files in ``allowed_paths`` and folders in
   ``allowed_directories``, then ``lock_configuration = true``, so that no statement can loosen it again.
@@ -26,20 +26,8 @@ import polars as pl
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.sqlident import quote_ident
 from coevolve_engine.core.store import Store
+from coevolve_engine.query_statements import statement_refusal
 
-_ONE_STORE = "query opens one store, the one at --db"
-_TO_FILES = ("query writes no file: a result goes to a file with -o FILE, which never replaces a store or a file of "
-             "another kind")
-_ONE_TRANSACTION = "query runs its statements as one unit (with --write, one transaction: kept whole or not at all)"
-_REFUSED = {getattr(duckdb.StatementType, name): reason for name, reason in (  # the types this DuckDB has
-    ("ATTACH", _ONE_STORE), ("DETACH", _ONE_STORE), ("COPY_DATABASE", _ONE_STORE), ("COPY", _TO_FILES),
-    ("EXPORT", _TO_FILES), ("LOAD", "query installs and loads no extension"),
-    ("EXTENSION", "query installs and loads no extension"), ("TRANSACTION", _ONE_TRANSACTION),
-) if hasattr(duckdb.StatementType, name)}
-#: DuckDB parses these as PRAGMA and CALL statements; their first words tell them apart
-_REFUSED_PRAGMAS = {"import": "query runs no SQL from files; read a file with read_csv, read_json or read_parquet "
-                              "and --read", "copy": _ONE_STORE}
-_REFUSED_CALLS = {"checkpoint": _ONE_TRANSACTION, "force": _ONE_TRANSACTION, "force_checkpoint": _ONE_TRANSACTION}
 #: DuckDB types polars cannot take from Arrow (some crash it, BIGNUM comes as opaque bytes): fetched as text
 _UNCONVERTIBLE = ("INTERVAL", "UNION(", "BIGNUM")
 
@@ -48,39 +36,14 @@ class QueryError(CoevolveError):
     """A statement query refuses, or a --write whose result would break a rule of the store; nothing was kept."""
 
 
-def _first_words(statement: duckdb.Statement, count: int = 2) -> list[str]:
-    """The statement's first words, lower case, by DuckDB's tokenizer (comments skipped, quotes removed)."""
-    text = statement.query
-    tokens = duckdb.tokenize(text)
-    words = []
-    for index, (start, kind) in enumerate(tokens):
-        if kind == duckdb.token_type.comment:
-            continue
-        end = tokens[index + 1][0] if index + 1 < len(tokens) else len(text)
-        words.append(text[start:end].strip().strip('"').lower())
-        if len(words) == count:
-            break
-    return words
-
-
-def _refusal(statement: duckdb.Statement) -> str | None:
-    if statement.type in _REFUSED:
-        return _REFUSED[statement.type]
-    words = _first_words(statement)
-    if statement.type == duckdb.StatementType.PRAGMA and words:
-        return _REFUSED_PRAGMAS.get(words[0])
-    if statement.type == duckdb.StatementType.CALL and words:
-        return _REFUSED_CALLS.get(words[1] if words[0] == "call" and len(words) > 1 else words[0])
-    return None
-
-
-def parse(sql: str, params: Mapping[str, object]) -> list[duckdb.Statement]:
-    """The statements of ``sql``, each checked (see the module); every parameter must be used by one of them."""
+def parse(sql: str, params: Mapping[str, object], *, write: bool = False) -> list[duckdb.Statement]:
+    """The statements of ``sql``, each checked against query's allow-list (``query_statements``), read-only or
+    with ``write``; every parameter must be used by one of them."""
     statements = duckdb.extract_statements(sql)
     if not statements:
         raise QueryError("no SQL statement to run")
     for number, statement in enumerate(statements, 1):
-        reason = _refusal(statement)
+        reason = statement_refusal(statement, write=write)
         if reason:
             shown = " ".join(statement.query.split()).rstrip(";")
             shown = shown if len(shown) <= 200 else shown[:199] + "…"
@@ -128,15 +91,24 @@ def _execute(con: duckdb.DuckDBPyConnection, statements: list[duckdb.Statement],
 
 _HELD_OUT_WITH_TRAJECTORIES = """
     SELECT t.task_id, count(*) AS trajectories, min(tr.trajectory_id) AS first
-    FROM trajectories AS tr JOIN tasks AS t USING (task_id)
+    FROM {store}.trajectories AS tr JOIN {store}.tasks AS t USING (task_id)
     WHERE t.split = 'eval' GROUP BY t.task_id ORDER BY t.task_id
 """
+
+
+def _held_out_with_trajectories(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str]]:
+    """(task, trajectories, first trajectory) of every eval task with trajectories, read from the store's own
+    tables by their whole name (``<store>.main.tasks``): a temporary table of the user's named ``tasks`` or
+    ``trajectories`` lives in DuckDB's ``temp.main``, which a bare or ``main.``-qualified name would find first."""
+    (catalog,) = con.execute("SELECT current_database()").fetchall()[0]
+    store = f"{quote_ident(catalog)}.main"
+    return con.execute(_HELD_OUT_WITH_TRAJECTORIES.format(store=store)).fetchall()
 
 
 def _check_held_out(con: duckdb.DuckDBPyConnection, before: set[str]) -> None:
     """The held-out guard of ingest, for --write: no statement may leave trajectories of an eval task (a task
     made eval while it has trajectories, or trajectories added to or moved onto an eval task)."""
-    for task_id, count, first in con.execute(_HELD_OUT_WITH_TRAJECTORIES).fetchall():
+    for task_id, count, first in _held_out_with_trajectories(con):
         if task_id not in before:
             raise QueryError(
                 f"task {task_id!r} would be a held-out eval task (split 'eval') with {count} trajectories in the "
@@ -148,13 +120,13 @@ def run_query(store: Store, sql: str, params: Mapping[str, object], *, write: bo
               deliver: Callable[[pl.DataFrame], None], readable: Sequence[Path] = ()) -> None:
     """Run ``sql`` on ``store`` (opened read-only unless ``write``) and hand the last statement's result to
     ``deliver``; with ``write``, in one transaction that commits only after ``deliver`` returned."""
-    statements = parse(sql, params)
+    statements = parse(sql, params, write=write)
     lock_down(store.con, readable)
     if not write:
         deliver(_execute(store.con, statements, params))
         return
     with store.transaction() as con:
-        held_out = {task_id for task_id, _, _ in con.execute(_HELD_OUT_WITH_TRAJECTORIES).fetchall()}
+        held_out = {task_id for task_id, _, _ in _held_out_with_trajectories(con)}
         frame = _execute(con, statements, params)
         _check_held_out(con, held_out)
         deliver(frame)

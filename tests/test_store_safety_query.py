@@ -128,8 +128,21 @@ def test_query_cannot_loosen_its_own_settings(calc_store, mode):
     for sql in ("set enable_external_access = true", "reset lock_configuration",
                 "set allowed_directories = ['/']", "set profiling_output = 'p.txt'"):
         result = invoke("query", *mode, f"{sql}; select * from read_csv('/etc/passwd')", "--db", calc_store)
-        assert result.exit_code == 1 and "the configuration has been locked" in result.output, (sql, result.output)
+        assert result.exit_code == 1 and "settings cannot be changed" in result.output, (sql, result.output)
+        assert "root:x:" not in result.output
     assert table_hashes(calc_store) == before
+
+
+def test_the_locked_configuration_holds_behind_the_allow_list():
+    import duckdb
+
+    from coevolve_engine.query import lock_down
+
+    con = duckdb.connect()
+    lock_down(con)
+    for sql in ("set enable_external_access = true", "reset lock_configuration", "set allowed_directories = ['/']"):
+        with pytest.raises(duckdb.Error, match="the configuration has been locked"):
+            con.execute(sql)
 
 
 @pytest.mark.parametrize("sql, statement", [

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
-from coevolve_engine.cli.options import SEED, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import Count, Number, SEED, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.cli.synthesis import kinds_option
 from coevolve_engine.progress import Display, detail, progress as bar
 from coevolve_engine.synthesis.bootstrap import D0_QUERY, bootstrap as build
@@ -29,19 +29,19 @@ Rerunning adds nothing once N are accepted; a killed run resumes where it stoppe
 @click.option("--explorer-model", required=True, help="The model that acts in the environment (litellm string).")
 @click.option("--model", default=None,
               help="The model that abstracts tasks from each exploration (default: --explorer-model).")
-@click.option("--n", "n", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--n", "n", type=Count(min=1), default=100, show_default=True,
               help="Tasks to accept into D_0 (the paper's N).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Picks the worlds; the same seed, the same worlds.")
-@click.option("--max-worlds", type=click.IntRange(min=1), default=None,
+@click.option("--max-worlds", type=Count(min=1), default=None,
               help="Give up after exploring this many worlds (default: 3 x N).")
-@click.option("--tasks-per-world", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--tasks-per-world", type=Count(min=1), default=1, show_default=True,
               help="Tasks to abstract from each exploration.")
-@click.option("--max-explore-steps", type=click.IntRange(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
+@click.option("--max-explore-steps", type=Count(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
               help="Tool calls the explorer may make in one exploration.")
 @endpoint_options
 @click.option("--explorer-api-base", default=None, help="Base URL for --explorer-model (default: --api-base).")
-@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=NOVELTY_THRESHOLD,
+@click.option("--novelty-threshold", type=Number(0, 1, min_open=True), default=NOVELTY_THRESHOLD,
               show_default=True,
               help="Reject a task whose prompt has a cosine similarity at least this high to a stored training "
                    "task's or to one accepted before it. A task whose prompt is an eval task's is always rejected.")

@@ -9,7 +9,7 @@ import click
 import numpy as np
 import polars as pl
 
-from coevolve_engine.cli.options import ROUND, db_option, renamed, signal_options, wait_option
+from coevolve_engine.cli.options import Count, ROUND, db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, render_table, write_frame
 from coevolve_engine.core.sampler import MAX_BATCH_ROWS, WeightedGroupSampler
 from coevolve_engine.core.store import Store
@@ -66,7 +66,7 @@ Inspect them with SQL:
               help="A strategy setting; repeat for several. The settings of each strategy are listed below.")
 @signal_options
 @click.option("--replace", is_flag=True, help="Compute an existing round's weights again, replacing them.")
-@click.option("--top", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("--top", type=Count(min=0), default=5, show_default=True,
               help="Show this many of the heaviest tasks.")
 @db_option
 @wait_option
@@ -112,16 +112,16 @@ groups with: step S of a run is --step S.""",
 )
 @click.option("--round", "round_", type=ROUND, default=None,
               help="Draw from this round's weights. [default: the latest round with weights]")
-@click.option("--groups-per-step", "-b", type=click.IntRange(min=1), default=32, show_default=True,
+@click.option("--groups-per-step", "-b", type=Count(min=1), default=32, show_default=True,
               help="Tasks (GRPO groups) per batch, each with probability weight / total; without replacement while "
                    "at least this many tasks have a positive weight (one group per task), with replacement otherwise.")
-@renamed("--tasks", "groups_per_step", type=click.IntRange(min=1))
-@click.option("--group-size", "-k", type=click.IntRange(min=1), default=8, show_default=True,
+@renamed("--tasks", "groups_per_step", type=Count(min=1))
+@click.option("--group-size", "-k", type=Count(min=1), default=8, show_default=True,
               help="Rows per task: each chosen task is repeated K times in a row (its GRPO group).")
-@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
+@click.option("--seed", type=Count(min=0, max=2**32 - 1), default=0, show_default=True,
               help="Seed of the run's draws.")
-@click.option("--epoch", type=click.IntRange(min=0), default=0, hidden=True)  # deprecated: draws are numbered by step
-@click.option("--step", type=click.IntRange(min=0, max=2**32 - 1), default=0, show_default=True,
+@click.option("--epoch", type=Count(min=0), default=0, hidden=True)  # deprecated: draws are numbered by step
+@click.option("--step", type=Count(min=0, max=2**32 - 1), default=0, show_default=True,
               help="Which batch: the run's step, counted from 0 across rounds; successive steps draw independently.")
 @format_option
 @output_option

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
+from coevolve_engine.cli.options import Count, db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import _digits, _number, render_table
 from coevolve_engine.core.outputs import check_output, write_output
 from coevolve_engine.drift import JS_SQL, METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading
@@ -21,12 +21,12 @@ TABLES = ("summary", *METRIC_QUERIES, "weights")
 
 def diversity_options(command):
     for option in reversed((
-        click.option("--neighbours", "k", type=click.IntRange(min=1), default=5, show_default=True,
+        click.option("--neighbours", "k", type=Count(min=1), default=5, show_default=True,
                      help="SR@k's k: the nearest neighbours of each task's prompt embedding."),
-        renamed("--k", "k", type=click.IntRange(min=1), help_name="--neighbours"),
+        renamed("--k", "k", type=Count(min=1), help_name="--neighbours"),
         click.option("--no-diversity", is_flag=True,
                      help="Leave out SR@k and ED_rel (no prompt is embedded)."),
-        click.option("--step-window", "window", type=click.IntRange(min=0), default=None,
+        click.option("--step-window", "window", type=Count(min=0), default=None,
                      help="Read the store over windows of this many of the training steps that have rollouts "
                           "(none spans a gap in the steps; 0: over rounds). Default: rounds for a store `run` made; "
                           "for ingested rollouts (no rounds), windows cutting the steps into at most 12."),
@@ -163,7 +163,7 @@ with a headline over steps and what the signals found (forgetting tasks, boundar
 @click.option("--compare", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Another run's store: the two runs side by side in the same layout.")
 @click.option("--title", default=None, help="The page title (default: the store's file name).")
-@click.option("--top-patterns", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("--top-patterns", type=Count(min=0), default=5, show_default=True,
               help="Failure patterns shown in words, and with their summaries and example trajectories.")
 @db_option
 @wait_option

@@ -9,7 +9,7 @@ import click
 
 from coevolve_engine.adapters.agents.base import MAX_STEPS
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.cli.options import SEED, create_option, db_option, endpoint_options, require_store, wait_option
+from coevolve_engine.cli.options import Count, SEED, create_option, db_option, endpoint_options, require_store, wait_option
 from coevolve_engine.cli.rollout import episode_options, make_agent
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.store import Store
@@ -34,16 +34,16 @@ goes on with the tasks it had not finished). Per task:
 @click.option("--model", required=True,
               help="A litellm model string (openai/..., hosted_vllm/..., any provider), a local checkpoint "
                    "directory, or 'reference' (each task's ground truth: checks the scoring).")
-@click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
+@click.option("--tasks", "n_tasks", type=Count(min=1), default=None,
               help="Evaluate on at most this many eval tasks, a fixed subset drawn with --seed (default: all).")
 @click.option("--task-id", "task_ids", multiple=True, help="Only these eval tasks (repeatable).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --tasks subset.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("--concurrency", type=Count(min=1), default=4, show_default=True,
               help="Tasks played at once.")
-@click.option("--max-steps", type=click.IntRange(min=0), default=MAX_STEPS, show_default=True,
+@click.option("--max-steps", type=Count(min=0), default=MAX_STEPS, show_default=True,
               help="Environment steps per episode; exceeding them fails the task; 0: no cap (BFCL).")
 @episode_options
-@click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--max-tokens", type=Count(min=1), default=1024, show_default=True,
               help="Tokens per model answer.")
 @click.option("--label", default=None, help="A name stored with the evaluation, e.g. 'baseline'.")
 @click.option("--format", "format_", type=click.Choice(["table", "json"]), default="table", show_default=True,

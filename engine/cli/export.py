@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.adapters.importers import ImportOptions, import_rollouts as run_import, read_manifest
-from coevolve_engine.cli.options import ROUND, db_option, renamed, require_store, wait_option
+from coevolve_engine.cli.options import Count, Number, ROUND, db_option, renamed, require_store, wait_option
 from coevolve_engine.core.store import Store
 from coevolve_engine.core.weights import latest_round
 from coevolve_engine.trainers.export import export_round
@@ -110,9 +110,9 @@ turn, the output as the assistant turn and its <tool_call> blocks.""")
 @click.option("--layout", default="verl", show_default=True,
               help="The dump's layout: a registered rollout importer (built in: verl).")
 @renamed("--format", "layout", type=str)
-@click.option("--step-offset", type=int, default=0, show_default=True,
+@click.option("--step-offset", type=Count(), default=0, show_default=True,
               help="Added to every dumped step, to place the run after the store's history.")
-@click.option("--reward-range", type=(float, float), default=(0.0, 1.0), show_default=True, metavar="LO HI",
+@click.option("--reward-range", type=(Number(), Number()), default=(0.0, 1.0), show_default=True, metavar="LO HI",
               help="The trainer's score range, mapped to rewards in [0, 1]; scores outside it are clipped.")
 @click.option("--manifest", type=click.Path(exists=True, path_type=Path), default=None,
               help="manifest.json (or its export directory) to map a line's index to its task.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import click
@@ -23,14 +24,52 @@ def _remember_db(ctx: click.Context, param: click.Parameter, value: Path) -> Pat
     return value
 
 
+#: the largest integer a store's BIGINT column (and DuckDB's bound parameters) can hold
+INT64_MAX = 2**63 - 1
+
+
+class Number(click.FloatRange):
+    """The type of every float option: a finite number (NaN and the infinities are refused, naming the option)
+    within the range given."""
+
+    def convert(self, value, param, ctx):
+        number = value if isinstance(value, float) else click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+class Count(click.IntRange):
+    """The type of every integer option: an integer within the range given, and never beyond what a BIGINT
+    column holds (a larger value would reach SQL as a conversion error). Help shows the range given."""
+
+    def __init__(self, min: int | None = None, max: int | None = None, **kwargs) -> None:
+        self._given = (min, max)
+        super().__init__(-INT64_MAX - 1 if min is None else min, INT64_MAX if max is None else max, **kwargs)
+        if min is None and max is None:
+            self.name = "integer"  # shown as INTEGER, with no range
+
+    def convert(self, value, param, ctx):
+        number = value if isinstance(value, int) else click.INT.convert(value, param, ctx)
+        if not -INT64_MAX - 1 <= number <= INT64_MAX:
+            self.fail(f"{value} is beyond the integers a store holds (at most {INT64_MAX} in size)", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        low, high = self._given
+        if low is None:
+            return f"x<={high}" if high is not None else ""
+        return f"x>={low}" if high is None else f"{low}<=x<={high}"
+
+
 #: the type of every --round option: a round the store can hold (its column is a 32-bit INTEGER)
-ROUND = click.IntRange(0, MAX_ROUND)
+ROUND = Count(0, MAX_ROUND)
 #: the type of every option that names a training step: a step a trajectory may have
-STEP = click.IntRange(0, MAX_STEP)
+STEP = Count(0, MAX_STEP)
 #: the type of run's and demo's --rounds: a run plans every round it has left when it starts
-ROUNDS = click.IntRange(1, MAX_ROUNDS)
+ROUNDS = Count(1, MAX_ROUNDS)
 #: the type of every --seed option: the range numpy's legacy seeding, KMeans and set_seed accept
-SEED = click.IntRange(0, 2**32 - 1)
+SEED = Count(0, 2**32 - 1)
 
 db_option = click.option(
     "--db",
@@ -44,7 +83,7 @@ db_option = click.option(
 )
 wait_option = click.option(
     "--wait",
-    type=click.FloatRange(min=0),
+    type=Number(min=0),
     default=DEFAULT_WAIT_SECONDS,
     show_default=True,
     help="Seconds to wait while another process holds the store.",
@@ -56,13 +95,13 @@ def signal_options(command):
     defaults and help are ``SignalParams``'s)."""
     d = SIGNAL_DEFAULTS
     for option in reversed((
-        click.option("--threshold", type=click.FloatRange(0, 1), default=d.threshold, show_default=True,
+        click.option("--threshold", type=Number(0, 1), default=d.threshold, show_default=True,
                      help=signal_help("threshold")),
-        click.option("--window", "-w", "w", type=click.IntRange(min=1), default=d.w, show_default=True,
+        click.option("--window", "-w", "w", type=Count(min=1), default=d.w, show_default=True,
                      help=signal_help("w")),
-        click.option("--theta", type=click.FloatRange(0, 100, min_open=True), default=d.theta, show_default=True,
+        click.option("--theta", type=Number(0, 100, min_open=True), default=d.theta, show_default=True,
                      help=signal_help("theta")),
-        click.option("--min-n", type=click.IntRange(min=0), default=d.min_n, show_default=True,
+        click.option("--min-n", type=Count(min=0), default=d.min_n, show_default=True,
                      help=signal_help("min_n")),
         click.option("--forgetting-form", type=click.Choice(FORGETTING_FORMS), default=d.forgetting_form,
                      show_default=True, help=signal_help("forgetting_form")),
@@ -79,9 +118,9 @@ def endpoint_options(command):
         click.option("--api-key", default=None, envvar="COEVOLVE_API_KEY", show_envvar=True,
                      help="API key for the model (default: the provider's usual environment variable). "
                           "Never stored."),
-        click.option("--timeout", type=click.FloatRange(0, 86400, min_open=True), default=60.0, show_default=True,
+        click.option("--timeout", type=Number(0, 86400, min_open=True), default=60.0, show_default=True,
                      help="Seconds per model call, at most 86400 (a day)."),
-        click.option("--retries", type=click.IntRange(0, 100), default=2, show_default=True,
+        click.option("--retries", type=Count(0, 100), default=2, show_default=True,
                      help="Retries of a call that failed in transport (5xx, timeout, a body that is not JSON); the "
                           "wait between tries doubles from 1 s up to a minute."),
     )):

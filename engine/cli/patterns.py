@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import ROUND, SEED, STEP, db_option, long_job, signal_options, wait_option
+from coevolve_engine.cli.options import Count, ROUND, SEED, STEP, db_option, long_job, signal_options, wait_option
 from coevolve_engine.core.store import Store
 from coevolve_engine.patterns import find_patterns
 from coevolve_engine.patterns.find import prepare_patterns
@@ -43,9 +43,9 @@ Inspect them with SQL:
 @click.option("--from-step", "first_step", type=STEP, default=None,
               help="Cluster what was flagged at steps FROM_STEP .. --step (e.g. a whole round). [default: --step only]")
 @signal_options
-@click.option("--max-trajectories", type=click.IntRange(min=1), default=2000, show_default=True,
+@click.option("--max-trajectories", type=Count(min=1), default=2000, show_default=True,
               help="Cluster at most this many flagged trajectories (a seeded sample when more are flagged).")
-@click.option("--max-k", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-k", type=Count(min=1), default=8, show_default=True,
               help="Try at most this many patterns; the number is chosen by silhouette.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the sample and of KMeans.")
 @click.option("--replace", is_flag=True, help="Delete the round's existing patterns and write them again.")

@@ -49,10 +49,12 @@ Examples:
   coevolve-engine query "select count(*) from read_json('new.jsonl')" --read new.jsonl
 \b
 What query reads and writes: the store at --db, and the files and folders named with --read (read_csv,
-read_json, read_parquet, glob); no other file. Without --write it writes nothing; with --write it writes the
-store and nothing else. Results go to a file only through -o, which never replaces a store or a file of another
-kind without --force. ATTACH, DETACH, COPY, EXPORT/IMPORT DATABASE, INSTALL, LOAD, BEGIN, COMMIT, ROLLBACK and
-CHECKPOINT are refused before any statement runs; settings cannot be changed."""
+read_json, read_parquet, glob); no other file. Without --write it runs only statements that read (SELECT, WITH,
+DESCRIBE, SHOW, SUMMARIZE, PIVOT, EXPLAIN without ANALYZE, PRAGMAs that read) and writes nothing; with --write it
+also changes the store (INSERT, UPDATE, DELETE, CREATE, ...) and nothing else. Results go to a regular file only
+through -o, which never replaces a store or a file of another kind without --force. PREPARE/EXECUTE, SET/USE,
+ATTACH, DETACH, COPY, EXPORT/IMPORT DATABASE, INSTALL, LOAD, UPDATE EXTENSIONS, BEGIN, COMMIT, ROLLBACK,
+CHECKPOINT and table functions that do not only read are refused before any statement runs."""
 )
 @click.argument("sql")
 @click.option("-p", "--param", "params", type=(str, str), multiple=True, metavar="NAME VALUE",

@@ -11,7 +11,7 @@ import click
 from coevolve_engine.adapters.agents import load_agent
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.cli.options import SEED, STEP, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import Count, Number, SEED, STEP, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.core.json_input import DuplicateKeyError, read_json
 from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE, run_rollout_job
 
@@ -44,7 +44,7 @@ def episode_options(command):
         help='Extra chat template variables for a local model, or extra_body for a server, e.g. '
              '\'{"enable_thinking": false}\'.')(command)
     return click.option(
-        "--max-model-calls-per-turn", type=click.IntRange(min=1), default=MAX_MODEL_CALLS_PER_TURN, show_default=True,
+        "--max-model-calls-per-turn", type=Count(min=1), default=MAX_MODEL_CALLS_PER_TURN, show_default=True,
         help="Model answers per user turn; a turn not ended by then fails the task (BFCL's inference: 21, its "
              "'count > 20').")(command)
 
@@ -62,20 +62,20 @@ Then: coevolve-engine signals, or coevolve-engine query "select * from task_step
 @click.option("--model", required=True,
               help="A litellm model string (openai/..., hosted_vllm/..., any provider), a local model directory, "
                    "or 'reference' to play each task's reference solution (demonstrations for SFT warm-up).")
-@click.option("--group-size", "-k", "group_size", type=click.IntRange(1, MAX_GROUP_SIZE), default=8, show_default=True,
+@click.option("--group-size", "-k", "group_size", type=Count(1, MAX_GROUP_SIZE), default=8, show_default=True,
               help="Rollouts per task (a group).")
 @click.option("--step", type=STEP, required=True, help="The training step these rollouts belong to.")
-@click.option("--tasks", "n_tasks", type=click.IntRange(min=1), default=None,
+@click.option("--tasks", "n_tasks", type=Count(min=1), default=None,
               help="Roll out on at most this many tasks, drawn in a seeded order (default: all).")
 @click.option("--task-id", "task_ids", multiple=True, help="Only these tasks (repeatable).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the task order.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("--concurrency", type=Count(min=1), default=4, show_default=True,
               help="Rollouts running at once.")
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.9, show_default=True,
+@click.option("--temperature", type=Number(min=0), default=0.9, show_default=True,
               help="Sampling temperature (the paper rolls out at 0.9 and evaluates at 0).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=1024, show_default=True,
+@click.option("--max-tokens", type=Count(min=1), default=1024, show_default=True,
               help="Tokens per model answer.")
-@click.option("--max-steps", type=click.IntRange(min=0), default=MAX_STEPS, show_default=True,
+@click.option("--max-steps", type=Count(min=0), default=MAX_STEPS, show_default=True,
               help="Environment steps per episode; exceeding them fails the rollout; 0: no cap (BFCL).")
 @episode_options
 @click.option("--policy", default=None, help="Checkpoint id recorded on each trajectory (default: the model).")

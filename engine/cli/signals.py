@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import db_option, renamed, signal_options, wait_option
+from coevolve_engine.cli.options import Count, db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.signals import summarise
@@ -27,7 +27,7 @@ Every figure can be recomputed with coevolve-engine query, e.g.
   coevolve-engine query "select * from rare_patterns where rare order by share\""""
 )
 @signal_options
-@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Rows in each top list.")
+@click.option("--top", type=Count(min=1), default=5, show_default=True, help="Rows in each top list.")
 @click.option("--format", "format_", type=click.Choice(("table", "json")), default="table", show_default=True,
               help="Output format: the summary as text, or as JSON.")
 @renamed("--json", "format_", value="json", help_name="--format")

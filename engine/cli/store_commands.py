@@ -26,11 +26,15 @@ def init(db: Path, wait: float, sample: bool) -> None:
     """Create the store (or migrate an existing one) and build its views.
 
     An existing store is read whole first: a damaged one (truncated, failing checksums) is refused as it is.
+    Then what of its schema went missing is rebuilt without touching its data: every view and macro, the
+    bookkeeping tables (schema_migrations, ingests, run_phases, store_lease, lock_holds, embeddings, llm_calls);
+    a lost table of data is named instead, and nothing is changed.
     """
     existed = db.exists()
     if existed and not db.is_dir():
         check_intact(db, wait=wait)
     with Store(db, wait=wait) as store:
+        rebuilt = store.repair() if existed else []
         applied = [name for name, done in store.migration_status() if done]
         if sample:
             for kind, name in _sample_files():
@@ -39,6 +43,8 @@ def init(db: Path, wait: float, sample: bool) -> None:
                 click.echo(f"sample {kind}: {report.added} added, {report.skipped} already present")
     verb = "opened" if existed else "created"
     click.echo(f"{verb} store {db} (migrations: {', '.join(applied)})")
+    if rebuilt:
+        click.echo(f"rebuilt what was missing: {', '.join(rebuilt)}")
 
 
 def _field_help(kind: str) -> str:

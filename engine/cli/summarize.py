@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import ROUND, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import Count, Number, ROUND, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.llm import LLMClient
 from coevolve_engine.synthesis.summaries import PatternOutcome, summarise_patterns
@@ -34,13 +34,13 @@ Then read them:
               help="Summarise this round's patterns (default: the latest round that has patterns).")
 @click.option("--cache/--no-cache", default=True, show_default=True,
               help="Answer a request identical to an earlier answered one from llm_calls, for free.")
-@click.option("--max-members", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("--max-members", type=Count(min=0), default=5, show_default=True,
               help="Other rollouts of the pattern shown in the prompt besides its representative.")
-@click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--max-attempts", type=Count(min=1), default=3, show_default=True,
               help="Answers asked for per pattern while they are not the summary's JSON schema.")
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--temperature", type=Number(min=0), default=0.0, show_default=True,
               help="Sampling temperature.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
+@click.option("--max-tokens", type=Count(min=1), default=2048, show_default=True,
               help="Tokens per answer.")
 @endpoint_options
 @long_job("summarize")

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_STEPS
-from coevolve_engine.cli.options import ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
+from coevolve_engine.cli.options import Count, Number, ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.cli.rollout import make_agent
 from coevolve_engine.core.registry import PluginContext
@@ -71,12 +71,12 @@ Then: coevolve-engine validate, and coevolve-engine candidates --verdict accepte
 @click.option("--explorer-model", default=None, help="llm: the model that acts in the environment (default: --model).")
 @endpoint_options
 @click.option("--explorer-api-base", default=None, help="llm: base URL for --explorer-model (default: --api-base).")
-@click.option("--tasks-per-pattern", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--tasks-per-pattern", type=Count(min=1), default=2, show_default=True,
               help="llm: tasks to abstract from each pattern's exploration (llm-unguided: from each world's).")
-@click.option("--max-explore-steps", type=click.IntRange(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
+@click.option("--max-explore-steps", type=Count(min=1), default=MAX_EXPLORE_STEPS, show_default=True,
               help="llm: tool calls the explorer may make in one exploration.")
 @click.option("--no-cache", is_flag=True, help="llm: ask the models again even for requests answered before.")
-@click.option("--max-candidates", type=click.IntRange(1, MAX_CANDIDATES), default=20, show_default=True,
+@click.option("--max-candidates", type=Count(1, MAX_CANDIDATES), default=20, show_default=True,
               help="Candidates to propose in all, shared among the patterns in proportion to their size.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of every random choice: the same store and seed give the same candidates.")
@@ -134,11 +134,11 @@ Examples:
   coevolve-engine validate --agent-model hosted_vllm/Qwen/Qwen3-4B --api-base http://127.0.0.1:8000/v1 \\
       --attempts 4""")
 @round_option("Only the candidates of this round (default: every pending candidate).")
-@click.option("--novelty-threshold", type=click.FloatRange(0, 1, min_open=True), default=NOVELTY_THRESHOLD,
+@click.option("--novelty-threshold", type=Number(0, 1, min_open=True), default=NOVELTY_THRESHOLD,
               show_default=True,
               help="Reject a candidate whose prompt has a cosine similarity at least this high to a stored training "
                    "task's.")
-@click.option("--contamination-threshold", type=click.FloatRange(0, 1, min_open=True),
+@click.option("--contamination-threshold", type=Number(0, 1, min_open=True),
               default=CONTAMINATION_THRESHOLD, show_default=True,
               help="Refuse (reason 'contaminated') a candidate whose task words have a Jaccard similarity at least "
                    "this high to an eval task's.")
@@ -147,10 +147,10 @@ Examples:
                    "directory, or 'reference' to play each candidate's reference solution: a check that the task "
                    "plays through the episode player) and record its success rate.")
 @endpoint_options
-@click.option("--attempts", type=click.IntRange(1, MAX_GROUP_SIZE), default=ATTEMPTS, show_default=True,
+@click.option("--attempts", type=Count(1, MAX_GROUP_SIZE), default=ATTEMPTS, show_default=True,
               help="Agent rollouts per candidate.")
-@renamed("-k", "attempts", type=click.IntRange(1, MAX_GROUP_SIZE))
-@click.option("--max-success-rate", type=click.FloatRange(0, 1), default=None,
+@renamed("-k", "attempts", type=Count(1, MAX_GROUP_SIZE))
+@click.option("--max-success-rate", type=Number(0, 1), default=None,
               help="Reject a candidate the agent solves more often than this (e.g. 0.99: a group that always "
                    "succeeds has no GRPO advantage). Default: record the rate, reject nothing on it.")
 @click.option("--judge-model", default=None,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.cli.options import create_option, db_option, require_store, wait_option
+from coevolve_engine.cli.options import Count, create_option, db_option, require_store, wait_option
 from coevolve_engine.core.store import Store
 
 
@@ -26,7 +26,7 @@ Examples:
               help="A category of the environment's shipped tasks (repeatable; default: all). "
                    "BFCL: multi_turn_base, multi_turn_miss_func, multi_turn_miss_param, multi_turn_long_context, "
                    "simple_python, multiple, parallel, parallel_multiple.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many tasks per category.")
+@click.option("--limit", type=Count(min=1), default=None, help="At most this many tasks per category.")
 @click.option("--split", type=click.Choice(["train", "eval"]), default="train", show_default=True,
               help="eval: hold the tasks out. The curriculum never weighs them, so no trainer draws them; "
                    "`run` evaluates each round's policy on them (its [eval] settings).")

@@ -34,7 +34,7 @@ from duckdb import sqltypes
 
 from coevolve_engine.core import sqlfiles
 from coevolve_engine.core.ids import ID_FIELDS, MAX_ID_LENGTH
-from coevolve_engine.core.json_input import MAX_JSON_DEPTH, json_depth
+from coevolve_engine.core.json_input import MAX_JSON_DEPTH, json_depth, read_json
 from coevolve_engine.core.errors import IngestError
 from coevolve_engine.core.ingest_sources import (
     FORMATS,
@@ -169,9 +169,33 @@ def _register_json_depth(con: duckdb.DuckDBPyConnection) -> None:
         con.create_function(_JSON_DEPTH, lambda text: json_depth(text)[0], [sqltypes.VARCHAR], sqltypes.BIGINT)
 
 
-def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
+_STRICT_JSON = "coevolve_json_ambiguous"
+
+
+def _ambiguous_json(text: str) -> bool:
+    """Whether a JSON text names a key twice in one object or holds NaN or an infinity: what a JSON-lines record
+    is refused for, since readers disagree on what it means (Python keeps the last key, DuckDB the first)."""
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    try:
+        read_json(text, unique_keys=True, parse_constant=refuse)
+    except ValueError:  # DuplicateKeyError, a constant, or text the other checks name
+        return True
+    return False
+
+
+def _register_strict_json(con: duckdb.DuckDBPyConnection) -> None:
+    if not con.execute("SELECT count(*) FROM duckdb_functions() WHERE function_name = $name",
+                       {"name": _STRICT_JSON}).fetchall()[0][0]:
+        con.create_function(_STRICT_JSON, _ambiguous_json, [sqltypes.VARCHAR], sqltypes.BOOLEAN)
+
+
+def _value_checks(fields: tuple[Field, ...], *, parsed: bool = True) -> list[tuple[str, str, str]]:
     """(field, SQL predicate that is true for a bad record, message) in the order they are checked. A predicate
-    may be a pair (a cheap one that flags at least every bad record, the exact one run on those only)."""
+    may be a pair (a cheap one that flags at least every bad record, the exact one run on those only).
+    ``parsed``: the JSON texts were written by Python from parsed records (JSON lines), so they hold no duplicate
+    key and no NaN; else (Parquet, datasets) those are checked too."""
     checks: list[tuple[str, Any, str]] = []
     for field in fields:
         c = quote_ident(field.name)
@@ -191,6 +215,11 @@ def _value_checks(fields: tuple[Field, ...]) -> list[tuple[str, str, str]]:
         if field.kind in ("list", "object"):
             checks.append((field.name, (_MAYBE_DEEP.format(c=c), f"{_JSON_DEPTH}({c}) > {MAX_JSON_DEPTH}"),
                            f"nested more than {MAX_JSON_DEPTH} levels deep"))
+            if not parsed:
+                checks.append((field.name, (f"{c} IS NOT NULL AND (contains({c}, '{{') OR regexp_matches({c}, "
+                                            "'NaN|Infinity'))", f"{_STRICT_JSON}({c})"),
+                               "names a key twice in one object, or holds NaN or Infinity, which JSON readers read "
+                               "differently: {value}"))
         if field.name == "split":
             checks.append(("split", "split NOT IN ('train', 'eval')", "split must be 'train' or 'eval', got {value!r}"))
         if field.range is not None:
@@ -216,13 +245,14 @@ def _check_values(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, fields: 
     """Every value check in one scan of the staged records: the first check (in ``_value_checks`` order) that
     any record fails is reported at the first line that fails it, as if the checks ran one after another. A
     check with a cheap and an exact predicate runs the exact one only on the records the cheap one flagged."""
-    checks = _value_checks(fields)
+    checks = _value_checks(fields, parsed=fmt in ("jsonl", "json", "records"))
     cheap = [predicate[0] if isinstance(predicate, tuple) else predicate for _, predicate, _ in checks]
     firsts = ", ".join(f"min(_line) FILTER (WHERE {predicate})" for predicate in cheap)
     found = con.execute(f"SELECT {firsts} FROM {_STAGED}").fetchall()[0]
     for (name, predicate, message), line in zip(checks, found):
         if line is not None and isinstance(predicate, tuple):
             _register_json_depth(con)
+            _register_strict_json(con)
             line = con.execute(f"SELECT min(_line) FROM (SELECT _line, {predicate[1]} AS bad FROM {_STAGED} "
                                f"WHERE {predicate[0]}) WHERE bad").fetchall()[0][0]
         if line is not None:

@@ -4,6 +4,8 @@ limits, so that no input can make a reader fail with a ``RecursionError`` or pic
 - Nesting: arrays and objects nest at most ``MAX_JSON_DEPTH`` levels. Python's reader recurses once per level
   and stops near 1,000; the store keeps values any reader of the engine must read back. The depth is measured
   on the text, without parsing it, so text nested 100,000 deep is refused as cheaply as it is read.
+- Integers: at most ``MAX_INT_DIGITS`` digits, so a number of 5,000 digits is refused as JSON is, not met with
+  Python's own conversion limit.
 - Duplicate keys (with ``unique_keys``): one object that names a key twice is refused. Python keeps the last
   value and DuckDB's JSON functions the first, so a record with both would mean two things.
 
@@ -19,6 +21,10 @@ from typing import Any
 
 #: how deep arrays and objects may nest in a JSON value the engine reads or stores
 MAX_JSON_DEPTH = 100
+
+#: the most digits an integer in JSON may have: far beyond any value a store's column holds (those are refused
+#: by the field's own range, naming it), and far below Python's limit on converting text to int (4,300 digits)
+MAX_INT_DIGITS = 100
 
 # a string (skipped whole, so brackets inside it do not count) or one bracket
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
@@ -74,15 +80,23 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def read_json(text: str | bytes, *, unique_keys: bool = False) -> Any:
+def read_json(text: str | bytes, *, unique_keys: bool = False, parse_constant: Any = None) -> Any:
     """``json.loads`` with the limits above: ``json.JSONDecodeError`` for text that is not JSON or nests deeper
     than ``MAX_JSON_DEPTH``; ``DuplicateKeyError`` (with ``unique_keys``) for an object that names a key twice;
     ``UnicodeDecodeError`` for bytes that are not UTF-8 (or UTF-16/32, which ``json.loads`` also reads)."""
     beyond = _beyond_limit(text)
     if beyond is not None:
         raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", _decoded(text), beyond)
+    def integer(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+            decoded = _decoded(text)
+            raise json.JSONDecodeError(f"a number of {len(digits.lstrip('-')):,} digits (at most "
+                                       f"{MAX_INT_DIGITS} are read)", decoded, max(decoded.find(digits), 0))
+        return int(digits)
+
     try:
-        return json.loads(text, object_pairs_hook=_unique if unique_keys else None)
+        return json.loads(text, object_pairs_hook=_unique if unique_keys else None, parse_int=integer,
+                          parse_constant=parse_constant)
     except RecursionError:  # not reached for text the depth count measured; kept so no reader can see one
         raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", _decoded(text), 0) from None
 

@@ -7,17 +7,21 @@ Every file a command writes (``query -o``, ``report``, ``export``, figures, ...)
   config, HTML over a notebook, ...) is refused unless ``force`` is given; an empty file, or one of the same
   kind, is replaced. The kind is judged by the name's ending and by the content: a file named ``.jsonl``,
   ``.toml``, ``.py``, ... is only ever replaced by its own kind, and one named ``.txt``, ``.log`` or nothing is
-  judged by what it holds (JSON, JSON lines, TOML, HTML, Parquet, PNG, binary data, or plain text, which a CSV
-  file, a text table or a log may replace);
-- a missing folder is named, not met with a traceback;
+  judged by what it holds (JSON, JSON lines, TOML, HTML, Parquet, PNG, CSV, a text table, binary data, or other
+  plain text, such as notes, which only a log may replace without ``force``);
+- only a regular file is ever written: a FIFO, a device (``/dev/null``, ``/dev/stdout``), a socket or a folder is
+  refused, and a symbolic link is followed, so the file it points to is written and the link kept;
+- a missing folder is named, not met with a traceback, and so is a "folder" that is a file (``a.csv/x.csv``);
 - the bytes go to a temporary file beside the target, which is then renamed over it, so an interrupted write
   leaves the old file whole.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import stat
 import tempfile
 import tomllib
 from pathlib import Path
@@ -99,7 +103,24 @@ def _holds(kind: str, text: str, whole: bool) -> bool:
             return bool(tomllib.loads(_complete(text, whole)))
         except tomllib.TOMLDecodeError:
             return False
-    return True  # csv, table, log: any text
+    if kind == "csv":
+        return _holds_csv(_complete(text, whole))
+    if kind == "table":
+        lines = [line for line in text.splitlines() if line.strip()]
+        return bool(lines) and all(line.startswith("|") or line == "(no columns)" for line in lines)
+    return True  # a log: any text
+
+
+def _holds_csv(text: str) -> bool:
+    """Whether ``text`` reads as a CSV table, every row as wide as the header: two columns or more, or one column
+    of values without spaces (``count\n12``; a line of notes is prose, not a column)."""
+    try:
+        rows = [row for row in csv.reader(text.splitlines()) if row]
+    except csv.Error:
+        return False
+    if not rows or any(len(row) != len(rows[0]) for row in rows):
+        return False
+    return len(rows[0]) >= 2 or not any(char.isspace() for row in rows for char in row[0])
 
 
 def _content_kind(head: bytes, whole: bool) -> str:
@@ -112,7 +133,8 @@ def _content_kind(head: bytes, whole: bool) -> str:
     if text is None:
         return "binary"
     # one line of JSON is a JSON file; the start of a long file is JSON lines when all its whole lines are JSON
-    order = ("html", "json", "jsonl", "toml") if whole else ("html", "jsonl", "json", "toml")
+    order = ("html", "json", "jsonl", "toml", "table", "csv") if whole else ("html", "jsonl", "json", "toml",
+                                                                              "table", "csv")
     return next((kind for kind in order if _holds(kind, text, whole)), "text")
 
 
@@ -122,7 +144,7 @@ def _describe(path: Path, head: bytes, whole: bool) -> str:
     content = _content_kind(head, whole)
     suffix = path.suffix.lower()
     ours = suffix in _NEUTRAL_SUFFIXES or any(suffix in suffixes for suffixes in _SUFFIXES.values())
-    return f"a {suffix} file" if content == "text" and not ours else KINDS[content]
+    return f"a {suffix} file" if content in ("text", "csv", "table") and not ours else KINDS[content]
 
 
 def _is_kind(path: Path, head: bytes, whole: bool, kind: str) -> bool:
@@ -140,29 +162,58 @@ def _is_kind(path: Path, head: bytes, whole: bool, kind: str) -> bool:
     text = _text(head, whole)
     if text is None or kind in ("parquet", "png"):
         return False
-    if kind in ("csv", "table", "log"):
-        return content == "text" or suffix in _SUFFIXES[kind]
+    if kind == "log":
+        return content in ("text", "csv", "table")
+    if kind == "csv" and suffix in _SUFFIXES[kind]:
+        return content in ("text", "csv")  # a .csv file holding one column
     return _holds(kind, text, whole)
 
 
-def check_output(path: Path, kind: str, *, db: Path | None = None, force: bool = False) -> None:
-    """Refuse ``path`` as the destination of ``kind`` output when writing it would lose data (see the module)."""
+_SYSTEM_FOLDERS = ("/dev/", "/proc/")
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _missing_folder(path: Path) -> str:
+    """Why ``path``'s folder cannot hold it: the first part of it that is a file, or the folder that is missing."""
+    for ancestor in reversed(path.parents):
+        if ancestor.exists() and not ancestor.is_dir():
+            return f"cannot write {path}: {ancestor} is a file, not a folder"
+    return f"cannot write {path}: the folder {path.parent} does not exist"
+
+
+def check_output(path: Path, kind: str, *, db: Path | None = None, force: bool = False) -> Path:
+    """Refuse ``path`` as the destination of ``kind`` output when writing it would lose data (see the module);
+    the file to write: ``path``, or the file it links to."""
     path = Path(path)
     if db is not None:
         db = Path(db)
         for store_file in (db, db.with_name(db.name + ".wal")):
             if _same_file(path, store_file):
                 raise OutputPathError(f"{path} is the store ({db}); write the output to another file")
-    if path.is_dir():
+    try:
+        mode = path.stat().st_mode  # through links: /dev/stdout is whatever standard output is
+    except OSError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
         raise OutputPathError(f"{path} is a folder; name a file to write {KINDS[kind]} to")
+    for test, what in _NOT_REGULAR:
+        if mode is not None and test(mode):
+            raise OutputPathError(f"{path} is {what}, not a regular file; an output is written to a regular file "
+                                  "only (leave the output option out to print to standard output)")
+    if any(str(place).startswith(_SYSTEM_FOLDERS) for place in (Path(os.path.abspath(path)), path.resolve())):
+        raise OutputPathError(f"{path} is a device or a process's file (under /dev or /proc), not a regular file; "
+                              "leave the output option out to print to standard output")
+    if path.is_symlink():
+        path = path.resolve()  # the file it points to is written; the link stays
     if not path.parent.is_dir():
-        raise OutputPathError(f"cannot write {path}: the folder {path.parent} does not exist")
+        raise OutputPathError(_missing_folder(path))
     if not path.exists():
-        return
+        return path
     if is_duckdb_file(path):
         raise OutputPathError(f"{path} is a DuckDB database; an output never replaces one, --force or not")
     if force:
-        return
+        return path
     try:
         with open(path, "rb") as handle:
             head = handle.read(_SNIFF_BYTES + 1)
@@ -173,12 +224,12 @@ def check_output(path: Path, kind: str, *, db: Path | None = None, force: bool =
     if not _is_kind(path, head, whole, kind):
         raise OutputPathError(f"{path} exists and is not {KINDS[kind]}; pass --force to replace it, or write to "
                               f"another file (it looks like {_describe(path, head, whole)})")
+    return path
 
 
 def write_output(path: Path, data: str | bytes, kind: str, *, db: Path | None = None, force: bool = False) -> None:
     """Write ``data`` to ``path`` after ``check_output``, atomically (temporary file, then rename)."""
-    path = Path(path)
-    check_output(path, kind, db=db, force=force)
+    path = check_output(Path(path), kind, db=db, force=force)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

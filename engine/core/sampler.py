@@ -61,6 +61,14 @@ def draw_seed(seed: int, number: int) -> int:
     return (number + seed * SEED_STRIDE) % SEED_LIMIT
 
 
+def check_batch_size(group_size: int, groups_per_step: int) -> None:
+    """The one check of a batch's size, shared by the sampler and the trainers' settings (so a run's check before
+    a round refuses what training would): SamplerError when groups_per_step * group_size is over MAX_BATCH_ROWS."""
+    if groups_per_step * group_size > MAX_BATCH_ROWS:
+        raise SamplerError(f"a batch of groups_per_step * group_size = {groups_per_step} * {group_size} indices is "
+                           f"more than {MAX_BATCH_ROWS:,}; draw several smaller batches (successive steps)")
+
+
 class WeightedGroupSampler:
     """Indices into the weights (a WeightSet's task_ids, or a dataset's rows in the same order), drawn by the
     rules of the module doc.
@@ -75,9 +83,7 @@ class WeightedGroupSampler:
         for name, value in (("group_size", group_size), ("groups_per_step", groups_per_step), ("repeat_count", repeat_count)):
             if value < 1:
                 raise SamplerError(f"{name} must be at least 1, got {value}")
-        if groups_per_step * group_size > MAX_BATCH_ROWS:
-            raise SamplerError(f"a batch of groups_per_step * group_size = {groups_per_step} * {group_size} indices is "
-                               f"more than {MAX_BATCH_ROWS:,}; draw several smaller batches (successive steps)")
+        check_batch_size(group_size, groups_per_step)
         if not (0 <= seed < SEED_LIMIT and 0 <= start_step < SEED_LIMIT):
             raise SamplerError(f"seed and start_step must be >= 0 and below 2**32 (they seed the draws), got seed "
                                f"{seed} and start_step {start_step}")

@@ -10,6 +10,7 @@ refused with the kind that was wanted.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, Mapping, Sequence
@@ -65,9 +66,22 @@ def coerce(value: Any, hint: Any, *, from_text: bool = False) -> Any:
     hint = origin or hint
     if from_text and isinstance(value, str) and hint in (bool, int, float):
         value = _read_text(value, hint)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is float and number and not _finite(value):
+        raise ValueError("a finite number")  # NaN and the infinities mean nothing a setting could use
+    if hint is int and isinstance(value, int) and number and not -2**63 <= value < 2**63:
+        raise ValueError("an integer in [-2^63, 2^63 - 1]")  # what a store's BIGINT column holds
     if _fits(value, hint):
         return float(value) if hint is float else value
     raise ValueError(kind_name(hint))
+
+
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a number a float holds, neither NaN nor infinite (an int too large for one is not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _read_text(text: str, hint: type) -> Any:

@@ -31,6 +31,7 @@ from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.sqlident import quote_ident
 from coevolve_engine.core.errors import StoreDamagedError, StoreError, StoreLockedError
 from coevolve_engine.core.ingest import IngestReport, ingest_file, ingest_opened, ingest_records
+from coevolve_engine.core.store_repair import already_applied, rebuild_bookkeeping
 
 DEFAULT_DB = "coevolve.duckdb"
 
@@ -181,6 +182,9 @@ class Store:
                     self._create_views(temporary=True)
             else:
                 migrated = self._migrate()
+                if migrated:  # a migration found applied but for its dropped bookkeeping: make that again first
+                    with self.transaction():
+                        rebuild_bookkeeping(self.con, self.path, self._applied_migrations())
                 if migrated or not self._views_current():
                     self._create_views(temporary=False)
         except duckdb.Error as exc:
@@ -250,14 +254,26 @@ class Store:
         applied = self._applied_migrations()
         self._check_known(applied)
         count = 0
-        for migration in sqlfiles.migrations():
-            if migration.name in applied:
-                continue
+        pending = [m for m in sqlfiles.migrations() if m.name not in applied]
+        # a store with tables but not every record may have lost records (a new store has nothing to look at)
+        lost_records = bool(pending) and self.con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
+            " AND table_name <> 'schema_migrations'").fetchall()[0][0] > 0
+        for migration in pending:
             with self.transaction():
-                self.con.execute(migration.sql)
+                if not (lost_records and already_applied(self.con, self.path, migration)):  # else: only its record
+                    self.con.execute(migration.sql)
                 self.con.execute("INSERT INTO schema_migrations (name) VALUES ($name)", {"name": migration.name})
             count += 1
         return count
+
+    def repair(self) -> list[str]:
+        """Rebuild what of this store's schema went missing (``store_repair``): its bookkeeping tables, every view
+        and macro; what was rebuilt, in words. A lost table of data is refused, naming it, with nothing changed."""
+        with self.transaction():
+            rebuilt = rebuild_bookkeeping(self.con, self.path, self._applied_migrations())
+        self._create_views(temporary=False)
+        return rebuilt
 
     def _views_current(self) -> bool:
         """Whether every view of this code's files is stored with this code's stamp as its comment.

@@ -66,8 +66,13 @@ def check_weights(weights: Mapping[str, Any] | Sequence[Any] | np.ndarray, *, wh
         index = int(np.argmax(bad))
         raise error(f"{what}: {_entry(names, index)} has weight {float(array[index])!r}; a weight is a finite number "
                     f">= 0{hint}")
-    if not array.size or array.sum() <= 0:
+    with np.errstate(over="ignore"):
+        total = array.sum()
+    if not array.size or total <= 0:
         raise error(f"{what}: no task has a weight above 0, so there is nothing to draw{hint}")
+    if not np.isfinite(total):  # each finite, but together beyond a float: every probability would be 0
+        raise error(f"{what}: the weights add up to more than a number can hold (the largest is "
+                    f"{float(array.max())!r}), so no task could be drawn by its share{hint}")
     return array
 
 

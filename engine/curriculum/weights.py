@@ -94,7 +94,8 @@ def compute_weights(store: Store, round: int, strategy: str | CurriculumStrategy
                               "with `coevolve-engine ingest tasks` or `coevolve-engine tasks import`")
     with signal_snapshot(store, params):
         facts = chosen.facts(store, params)
-        result = chosen.weigh(facts)
+        with np.errstate(over="ignore", invalid="ignore"):  # a weight that overflows is named by _checked
+            result = chosen.weigh(facts)
     frame = _checked(result.weights, facts, chosen.name)
     stored_params = {"strategy": _config_dict(chosen), "signals": params.bind(), "recent": chosen.recent}
     step = store.scalar("SELECT max(step) FROM scored_trajectories")

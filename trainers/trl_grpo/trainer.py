@@ -38,7 +38,7 @@ from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_N
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.device import placement
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.core.sampler import draw_seed
+from coevolve_engine.core.sampler import check_batch_size, draw_seed
 from coevolve_engine.core.sink import StoreSink
 from coevolve_engine.core.store import Store
 from coevolve_engine.core.tasks import select_tasks
@@ -103,6 +103,8 @@ class TRLGRPOConfig:
                 f"group_size must be >= 2: GRPO compares rollouts within a group (got {self.group_size})")
         if self.groups_per_step < 1:
             raise ValueError(f"groups_per_step must be >= 1 (got {self.groups_per_step})")
+        # the sampler's own check (a ValueError): a round is never refused at train for a batch this let through
+        check_batch_size(self.group_size, self.groups_per_step)
         if self.max_new_tokens < 1 or self.max_completion_length < 1:
             raise ValueError("max_new_tokens and max_completion_length must be >= 1")
         if not self.temperature > 0:
@@ -243,8 +245,12 @@ class TRLGRPOTrainer(Trainer):
             tasks = select_tasks(store, environment.name, task_ids=source.task_ids())
         missing = sorted(set(source.task_ids()) - {task["task_id"] for task in tasks})
         if missing:
-            raise CoevolveError(f"{len(missing)} weighted task(s) are not {environment.name} tasks in {db}: "
-                                f"{', '.join(missing[:5])}")
+            raise CoevolveError(
+                f"{len(missing)} weighted task(s) are not {environment.name} tasks in {db}: {', '.join(missing[:5])}. "
+                f"A run trains on one environment's tasks: ingest each as a {environment.name} task (a placeholder "
+                "from `ingest trajectories --create-tasks` is filled in by a later `ingest tasks` of the real "
+                "record), or remove it with `coevolve-engine query --write \"delete from trajectories where "
+                "task_id = 'ID'; delete from tasks where task_id = 'ID'\"`, then run again (it resumes)")
         return cls(config, environment, tasks, source, sink if sink is not None else StoreSink(db, wait=wait),
                    reward_funcs=reward_funcs, start_step=start_step)
 
