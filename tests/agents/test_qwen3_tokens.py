@@ -229,3 +229,36 @@ def test_thinking_off_keeps_one_record(qwen3_tokenizer):
     assert play_all([play], agent)[0].success
     tokens = play.state["tokens"]
     assert len(tokens.segments()) == 1 and all(tokens.ids[:len(p)] == p for p in model.prompts)
+
+
+def test_an_empty_think_block_leaves_the_context_as_the_template_re_renders_it(qwen3_tokenizer):
+    """Thinking on, answers that open with an empty ``<think>\\n\\n</think>``: Qwen3's template (and BFCL's Qwen
+    handler) writes such an answer without the block once another message follows it in the turn, so the next
+    model call of the same turn reads it without the block; the record closes a segment there."""
+    from coevolve_engine.adapters.agents.base import EpisodeLimits
+    from coevolve_engine.adapters.agents.player import Play, play_all
+    from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
+    from coevolve_engine.checkpoint_eval import ModelAgent
+
+    bfcl = BFCLEnvironment()
+    task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
+                if t["task_id"] == "bfcl/multi_turn_miss_func_3")
+    spec = copy.deepcopy(task["spec"])
+    answers = [("<think>\n\n</think>\n\n" if i % 2 == 0 else f"<think>\nstep {i}\n</think>\n\n") + answer
+               for i, answer in enumerate(_ground_truth_answers(spec, bfcl))]
+    model = ScriptedModel(qwen3_tokenizer, answers)
+    agent = ModelAgent(model, qwen3_tokenizer, policy="scripted", limits=EpisodeLimits(), max_new_tokens=256)
+    play = Play(bfcl.start(task["task_id"], spec), task_id=task["task_id"], policy="scripted")
+    assert play_all([play], agent)[0].success
+    tokens = play.state["tokens"]
+    texts = [qwen3_tokenizer.decode(p, skip_special_tokens=False) for p in model.prompts]
+    # the prompt at every model call is the one BFCL's Qwen handler formats for the same history...
+    assert texts == _bfcl_qwen_prompts(qwen3_tokenizer, play, tokens, answers)
+    # ...in which no earlier answer keeps an empty think block, while answers with reasoning keep theirs in the turn
+    assert all("<think>\n\n</think>" not in text for text in texts)
+    assert any("<think>\nstep 1\n</think>" in text for text in texts)
+    # and each segment stays a faithful record: every prompt is a prefix of one segment's ids
+    segments = tokens.segments()
+    assert all(any((s.prompt_ids + s.completion_ids)[:len(p)] == p for s in segments) for p in model.prompts)
+    sampled = [t for s in segments for t, m in zip(s.completion_ids, s.mask) if m]
+    assert qwen3_tokenizer.decode(sampled, skip_special_tokens=False) == "".join(a + "<|im_end|>" for a in answers)
