@@ -56,7 +56,7 @@ from coevolve_engine.core.environment import Episode, Observation, ToolCall
 from coevolve_engine.core.rollout import STOP_MAX_TOKENS, Rollout
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.trainers.export.verl_files import AGENT_LOOP
-from coevolve_engine.trainers.verl_tokens import episode_chat, play_tokens
+from coevolve_engine.trainers.verl_tokens import ThinkingOnRefused, episode_chat, play_tokens  # noqa: F401 - exported
 
 INTERACTION = "coevolve"
 ANSWERS = "coevolve_answers"  # extra field: the model's answers (decoded text), JSON list, in order
