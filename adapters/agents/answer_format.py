@@ -22,65 +22,20 @@ decodes every answer here, with the decoder of the policy's family, chosen in on
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any, Callable
+from typing import Callable
 
-from ..calls import ParsedCall
+from ..calls import parse_qwen_answer
 from .rules import ModelReply
-
-#: ``_extract_tool_calls`` of bfcl_eval's Qwen handlers, as written there
-_QWEN_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
 
 AnswerDecoder = Callable[[str | None], ModelReply]
 
 
-def _preview(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _qwen_call(value: Any, body: str) -> ParsedCall:
-    """One kept block as ``decode_execute`` reads it: a call, or (its error set) the reason the answer fails."""
-    if not isinstance(value, dict) or "name" not in value or "arguments" not in value:
-        return ParsedCall(str(value.get("name", "")) if isinstance(value, dict) else "", None, body,
-                          error=f'<tool_call> must be a JSON object with "name" and "arguments": {_preview(body)!r}')
-    name, arguments = value["name"], value["arguments"]
-    if isinstance(name, (dict, list)):
-        return ParsedCall("", None, body, error=f"<tool_call> name must be a string: {_preview(body)!r}")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except Exception:  # noqa: BLE001 - as bfcl's convert_to_function_call fails on it
-            return ParsedCall(str(name), None, body,
-                              error=f"<tool_call> arguments are text that is not JSON: {_preview(body)!r}")
-    if not isinstance(arguments, dict):
-        return ParsedCall(str(name), None, body,
-                          error=f"<tool_call> arguments must be a JSON object, got {type(arguments).__name__}: "
-                                f"{_preview(body)!r}")
-    return ParsedCall(str(name), arguments, json.dumps(arguments, ensure_ascii=False))
-
-
 def decode_qwen(text: str | None) -> ModelReply:
-    """An answer as bfcl_eval's Qwen handlers decode it (see the module docstring): the calls kept, in order;
-    the content is the answer's text outside them (reasoning and dropped blocks included), None when empty."""
-    text = text or ""
-    answer = text.split("</think>")[-1].lstrip("\n") if "</think>" in text else text
-    calls: list[ParsedCall] = []
-    dropped = answer.count("<tool_call>")
-    kept_spans: list[tuple[int, int]] = []
-    for match in _QWEN_BLOCK.finditer(answer):
-        try:
-            value = json.loads(match.group(1))
-        except Exception:  # noqa: BLE001 - bfcl drops whatever json.loads refuses
-            continue
-        calls.append(_qwen_call(value, match.group(1)))
-        kept_spans.append(match.span())
-    dropped -= len(calls)
-    offset = len(text) - len(answer)
-    content = text
-    for start, end in reversed(kept_spans):
-        content = content[:offset + start] + content[offset + end:]
-    return ModelReply(content=content.strip() or None, calls=calls, dropped_calls=max(dropped, 0))
+    """An answer as bfcl_eval's Qwen handlers decode it (see the module docstring; ``calls.parse_qwen_answer``):
+    the calls kept, in order; the content is the answer's text outside them (reasoning and dropped blocks
+    included), None when empty."""
+    content, calls, dropped = parse_qwen_answer(text)
+    return ModelReply(content=content, calls=calls, dropped_calls=dropped)
 
 
 #: model family -> how its BFCL handler decodes an answer
