@@ -243,10 +243,11 @@ def child_check(spec: dict, composed, report) -> str:
     trainer.tokenizer, trainer.global_steps, trainer.config = tokenizer, 1, config
     gen_batch = trainer._get_gen_batch(batch)
     openings: dict[str, list[str]] = {}
+    template_kwargs = dict(config.data.get("apply_chat_template_kwargs") or {})  # as the agent loop renders them
     for i in range(len(dataset)):
         row = dataset.dataframe[i]
         text = tokenizer.apply_chat_template(row["prompt"], tools=json.loads(row["extra_info"]["tools"]),
-                                             add_generation_prompt=True, tokenize=False)
+                                             add_generation_prompt=True, tokenize=False, **template_kwargs)
         text = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False))
         openings.setdefault(text, []).append(row["extra_info"]["task_id"])
     server = ScriptedServer(tokenizer, episodes["script"], openings)
