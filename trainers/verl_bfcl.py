@@ -215,11 +215,6 @@ class EpisodeInteraction:
         self._plays[instance_id] = start_play(task_id, spec, env, instance_id=instance_id, tools=tools or {})
         return instance_id
 
-    def opening(self, instance_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The chat to start from (system prompt, first user turn) and the tools shown at it."""
-        play = self._plays[instance_id]
-        return [dict(m) for m in play.messages], play.tools
-
     def play(self, instance_id: str) -> Play:
         """The episode in play: its chat so far, the tools shown now, whether it is over."""
         return self._plays[instance_id]
