@@ -17,6 +17,8 @@ Model replies are read by ``parse_tool_call_text`` (text with ``<tool_call>`` bl
 (an OpenAI ``tool_calls`` entry's arguments): the one parser every agent, the episode player and the trainers
 use. Unlike ``parse_tool_calls`` they never raise: a call that cannot be read comes back as a ``ParsedCall``
 with ``error`` set, so the player can tell the model what was wrong and the trajectory keeps what it wrote.
+A token-level policy's answers are read as BFCL's handler for its family reads them (``agents.answer_format``
+chooses): for Qwen, ``parse_qwen_answer``, which keeps the blocks that parse and drops the rest.
 """
 
 from __future__ import annotations
@@ -323,3 +325,52 @@ def parse_tool_call_text(text: str | None) -> tuple[str | None, list[ParsedCall]
         rest = rest[: unclosed.start()]
     rest = rest.strip()
     return (rest or None), calls
+
+
+# -- a Qwen answer as bfcl_eval's Qwen handlers read it (see agents/answer_format.py) -------------------------------
+
+#: ``_extract_tool_calls`` of bfcl_eval's Qwen handlers, as written there: the newlines are part of a block
+_QWEN_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+
+
+def _qwen_call(value: Any, body: str) -> ParsedCall:
+    """One kept block as ``decode_execute`` reads it: a call, or (its error set) why the whole answer fails."""
+    if not isinstance(value, dict) or "name" not in value or "arguments" not in value:
+        return ParsedCall(str(value.get("name", "")) if isinstance(value, dict) else "", None, body,
+                          error=f'<tool_call> must be a JSON object with "name" and "arguments": {_preview(body)!r}')
+    name, arguments = value["name"], value["arguments"]
+    if isinstance(name, (dict, list)):
+        return ParsedCall("", None, body, error=f"<tool_call> name must be a string: {_preview(body)!r}")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except Exception:  # noqa: BLE001 - as bfcl's convert_to_function_call fails on it
+            return ParsedCall(str(name), None, body,
+                              error=f"<tool_call> arguments are text that is not JSON: {_preview(body)!r}")
+    if not isinstance(arguments, dict):
+        return ParsedCall(str(name), None, body, error=f"<tool_call> arguments must be a JSON object, got "
+                                                       f"{type(arguments).__name__}: {_preview(body)!r}")
+    return ParsedCall(str(name), arguments, json.dumps(arguments, ensure_ascii=False))
+
+
+def parse_qwen_answer(text: str | None) -> tuple[str | None, list[ParsedCall], int]:
+    """(the text outside the kept calls, the kept calls in order, how many blocks were dropped) of a Qwen answer,
+    as bfcl_eval's ``QwenFCHandler`` reads it: only the text after the last ``</think>``; each
+    ``<tool_call>\\n...\\n</tool_call>`` whose body ``json.loads`` accepts is kept, the others are dropped; a kept
+    block that is not an object with ``name`` and ``arguments`` (an object, or JSON text of one) comes back with
+    ``error`` set: the whole answer fails to decode, as ``decode_execute`` raising does."""
+    text = text or ""
+    answer = text.split("</think>")[-1].lstrip("\n") if "</think>" in text else text
+    calls: list[ParsedCall] = []
+    kept: list[tuple[int, int]] = []
+    for match in _QWEN_BLOCK.finditer(answer):
+        try:
+            value = json.loads(match.group(1))
+        except Exception:  # noqa: BLE001 - bfcl drops whatever json.loads refuses
+            continue
+        calls.append(_qwen_call(value, match.group(1)))
+        kept.append(match.span())
+    offset, content = len(text) - len(answer), text
+    for start, end in reversed(kept):
+        content = content[:offset + start] + content[offset + end:]
+    return content.strip() or None, calls, max(answer.count("<tool_call>") - len(calls), 0)

@@ -49,9 +49,9 @@ def scripted_answers(environment: Any, spec: dict, variant: int) -> list[str]:
 
 def player_verdicts(environment: Any, tasks: list[tuple[str, dict]]) -> dict[str, dict]:
     """Each task's scripted answers and the episode player's rollout of them (the engine's own way to play)."""
-    from coevolve_engine.adapters.agents.base import Agent, AgentFault, ModelReply
+    from coevolve_engine.adapters.agents.base import Agent, AgentFault
     from coevolve_engine.adapters.agents.player import run_task
-    from coevolve_engine.adapters.calls import parse_tool_call_text
+    from coevolve_engine.adapters.agents.answer_format import decode_qwen
 
     class Scripted(Agent):
         policy = "verl"
@@ -62,8 +62,7 @@ def player_verdicts(environment: Any, tasks: list[tuple[str, dict]]) -> dict[str
         def complete(self, messages, tools):
             if not self.answers:
                 raise AgentFault("the script ran out of answers")
-            content, calls = parse_tool_call_text(self.answers.pop(0))
-            return ModelReply(content=content, calls=calls)
+            return decode_qwen(self.answers.pop(0))  # as the token path (verl's loop) decodes it
 
     found = {}
     for index, (task_id, spec) in enumerate(tasks):
@@ -244,10 +243,11 @@ def child_check(spec: dict, composed, report) -> str:
     trainer.tokenizer, trainer.global_steps, trainer.config = tokenizer, 1, config
     gen_batch = trainer._get_gen_batch(batch)
     openings: dict[str, list[str]] = {}
+    template_kwargs = dict(config.data.get("apply_chat_template_kwargs") or {})  # as the agent loop renders them
     for i in range(len(dataset)):
         row = dataset.dataframe[i]
         text = tokenizer.apply_chat_template(row["prompt"], tools=json.loads(row["extra_info"]["tools"]),
-                                             add_generation_prompt=True, tokenize=False)
+                                             add_generation_prompt=True, tokenize=False, **template_kwargs)
         text = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False))
         openings.setdefault(text, []).append(row["extra_info"]["task_id"])
     server = ScriptedServer(tokenizer, episodes["script"], openings)

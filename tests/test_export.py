@@ -178,7 +178,8 @@ def test_verl_rows_of_bfcl_tasks_open_the_episode_and_name_verls_configs(db_path
     for override in (f"actor_rollout_ref.rollout.multi_turn.tool_config_path={out / 'tool_config.json'}",
                      f"actor_rollout_ref.rollout.agent.agent_loop_config_path={out / 'agent_loop.json'}",
                      "reward.custom_reward_function.path=pkg://coevolve_engine.trainers.verl_bfcl",
-                     "actor_rollout_ref.rollout.multi_turn.enable=True"):
+                     "actor_rollout_ref.rollout.multi_turn.enable=True",
+                     "+data.apply_chat_template_kwargs.enable_thinking=False"):
         assert override in result.output, override
     rows = datasets.Dataset.from_parquet(str(out / "train.parquet"), cache_dir=str(tmp_path / "cache"))
     environment = load_environment("bfcl")

@@ -17,11 +17,13 @@ export --layout verl`` writes the files that name what is here:
   the exported tasks can show, with the environment's own schema) that runs a call on the episode of its
   trajectory: one environment instance per episode, created when the interaction starts it.
 - ``EpisodeAgentLoop`` (``agent_loop.yaml`` registers it as ``coevolve_episode``) is verl's ``ToolAgentLoop`` playing
-  a whole episode: it generates with verl's server manager, merges tokens with verl's Continuous Token builder
-  (response mask 1 on generated tokens only), hands each answer to the interaction, and appends the tool results
-  and the next user turn as context (mask 0) until the episode is over or ``response_length`` is reached. The
-  prompt's tokens never change, so functions released at a later turn (BFCL's miss_func) are shown in that turn's
-  user message, as ``<tools>`` schemas, rather than in the system prompt.
+  a whole episode: it generates with verl's server manager from the ids the token path builds (``verl_tokens``:
+  the same ``ChatTokens`` as trl-grpo and ``eval``, so the policy reads the same ids at every model call; released
+  functions in front of their turn's user message; response mask 1 on generated tokens only), hands each answer
+  to the interaction (decoded as BFCL's handler for the policy's family decodes it) and appends the tool results
+  and the next user turn (mask 0) until the episode is over or ``response_length`` is reached. A chat template
+  that drops earlier turns' reasoning (Qwen3 with thinking on) is refused with a message: verl returns one
+  sequence per episode and cannot carry the re-rendered contexts.
 """
 
 from __future__ import annotations
@@ -47,12 +49,14 @@ from verl.utils.import_utils import load_extern_object, resolve_config_path
 
 from coevolve_engine.adapters.agents.base import ModelReply
 from coevolve_engine.adapters.agents.player import Play
-from coevolve_engine.adapters.calls import parse_tool_call_text
+from coevolve_engine.adapters.agents.answer_format import answer_decoder
+from coevolve_engine.adapters.agents.chat_tokens import tool_name
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.environment import Episode, Observation, ToolCall
 from coevolve_engine.core.rollout import STOP_MAX_TOKENS, Rollout
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.trainers.export.verl_files import AGENT_LOOP
+from coevolve_engine.trainers.verl_tokens import ThinkingOnRefused, episode_chat, play_tokens  # noqa: F401 - exported
 
 INTERACTION = "coevolve"
 ANSWERS = "coevolve_answers"  # extra field: the model's answers (decoded text), JSON list, in order
@@ -68,10 +72,10 @@ class VerlEpisodeError(CoevolveError):
 
 
 
-def reply_from_text(text: str) -> ModelReply:
-    """A decoded answer as the player reads it: text outside ``<tool_call>`` blocks and the calls in order."""
-    content, calls = parse_tool_call_text(text)
-    return ModelReply(content=content, calls=calls)
+def reply_from_text(text: str, family: str = "qwen") -> ModelReply:
+    """An answer's text as the token path decodes it: as BFCL's handler for the policy's family does
+    (``answer_format``; the agent loop refuses templates of no known family, so its answers are Qwen's)."""
+    return answer_decoder(family)(text)
 
 
 def start_play(task_id: str, spec: Any, env: str | None, *, instance_id: str | None = None,
@@ -211,10 +215,9 @@ class EpisodeInteraction:
         self._plays[instance_id] = start_play(task_id, spec, env, instance_id=instance_id, tools=tools or {})
         return instance_id
 
-    def opening(self, instance_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The chat to start from (system prompt, first user turn) and the tools shown at it."""
-        play = self._plays[instance_id]
-        return [dict(m) for m in play.messages], play.tools
+    def play(self, instance_id: str) -> Play:
+        """The episode in play: its chat so far, the tools shown now, whether it is over."""
+        return self._plays[instance_id]
 
     async def answer(self, instance_id: str, text: str) -> list[dict[str, Any]]:
         """Play one answer; the messages it added after the assistant's (tool results, the next user turn)."""
@@ -288,67 +291,27 @@ class EpisodeAgentLoop(ToolAgentLoop):
         handle.setdefault("task_id", extra_info.get("task_id"))
         handle.setdefault("spec", extra_info.get("spec"))
         handle.setdefault("env", extra_info.get("env"))
+        chat = episode_chat(self.tokenizer, self.apply_chat_template_kwargs)  # refuses thinking on, saying why
         request_id = uuid4().hex
         instance_id = await interaction.start_interaction(request_id, tools=self.tools, **handle)
-        messages, tool_schemas = interaction.opening(instance_id)
-        prompt_ids = await self.ct_build_initial_tokens(messages, tools=tool_schemas)
-        mask: list[int] = []
-        logprobs: list[float] = []
-        answers: list[str] = []
-        released: list[str] = []
-        metrics: dict[str, Any] = {}
+
+        async def generate(prompt_ids: list[int]) -> tuple[list[int], list[float] | None]:
+            output = await self.server_manager.generate(request_id=request_id, prompt_ids=prompt_ids,
+                                                        sampling_params=sampling_params)
+            return list(output.token_ids), (list(output.log_probs) if output.log_probs else None)
+
         try:
-            while not interaction.done(instance_id):
-                output = await self.server_manager.generate(request_id=request_id, prompt_ids=prompt_ids,
-                                                            sampling_params=sampling_params)
-                merged, mask, aligned = await self.ct_merge_assistant_token(
-                    prompt_ids, output.token_ids, mask, logprobs if (logprobs or output.log_probs) else None,
-                    assistant_logprobs=output.log_probs or None)
-                prompt_ids, logprobs = merged.token_ids, aligned if aligned is not None else logprobs
-                answers.append(self._decode(output.token_ids))
-                previous = messages + [{"role": "assistant", "content": answers[-1]}]
-                added = await interaction.answer(instance_id, answers[-1])
-                if interaction.done(instance_id):
-                    break
-                added = await self._show_released(interaction, instance_id, added, tool_schemas, released)
-                if len(mask) >= self.response_length:
-                    interaction.stop(instance_id, STOP_MAX_TOKENS, f"response_length={self.response_length} reached")
-                    break
-                merged, mask, aligned = await self.ct_merge_context_msg(
-                    previous, previous + added, prompt_ids, mask, logprobs or None, tools=tool_schemas)
-                prompt_ids, messages = merged.token_ids, previous + added
-                if logprobs:
-                    logprobs = aligned or []
-                if len(mask) >= self.response_length:
-                    interaction.stop(instance_id, STOP_MAX_TOKENS, f"response_length={self.response_length} reached")
+            played = await play_tokens(interaction.play(instance_id), chat,
+                                       lambda text: interaction.answer(instance_id, text), generate,
+                                       response_length=self.response_length)
         finally:
             rollout = await interaction.finalize_interaction(instance_id)
-        cut = len(prompt_ids) - len(mask)
+        tokens, limit = played.tokens, self.response_length
+        released = [tool_name(tool) for tools in tokens.releases.values() for tool in tools]
         return AgentLoopOutput(
-            prompt_ids=prompt_ids[:cut], response_ids=prompt_ids[cut:][: self.response_length],
-            response_mask=mask[: self.response_length],
-            response_logprobs=logprobs[: self.response_length] if logprobs else None,
-            num_turns=len(rollout.messages) if rollout else len(messages), metrics=metrics,
-            extra_fields={ANSWERS: json.dumps(answers, ensure_ascii=False), "uid": str(kwargs.get("uid") or ""),
+            prompt_ids=tokens.prompt_ids, response_ids=tokens.completion_ids[:limit], response_mask=tokens.mask[:limit],
+            response_logprobs=tokens.logprobs[:limit] if played.logprobs else None,
+            num_turns=len(rollout.messages) if rollout else 0, metrics={},
+            extra_fields={ANSWERS: json.dumps(played.answers, ensure_ascii=False), "uid": str(kwargs.get("uid") or ""),
                           "request_id": request_id, "coevolve_turns": rollout.turns if rollout else 0,
                           "coevolve_released": json.dumps(released)})
-
-    async def _show_released(self, interaction: EpisodeInteraction, instance_id: str, added: list[dict[str, Any]],
-                             opening_tools: list[dict[str, Any]], released: list[str]) -> list[dict[str, Any]]:
-        """Functions the interaction released at the new user turn, shown in that turn's message (the tools of
-        the opening stay in the system prompt: the tokens before never change), in the chat template's
-        ``<tools>`` form; their names are added to ``released``."""
-        _, _, _, shown_now = await interaction.generate_response(instance_id)
-        known = {tool["function"]["name"] for tool in opening_tools} | set(released)
-        new = [tool for tool in shown_now.get("tools", []) if tool["function"]["name"] not in known]
-        if not new or not added or added[-1].get("role") != "user":
-            return added
-        released += [tool["function"]["name"] for tool in new]
-        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in new)
-        return added[:-1] + [{**added[-1], "content": f"{added[-1]['content']}\n\n<tools>\n{schemas}\n</tools>"}]
-
-    def _decode(self, token_ids: list[int]) -> str:
-        """An answer's text as the project's local agent reads one: special tokens kept (``<tool_call>``), the end
-        of turn and padding dropped."""
-        drop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
-        return self.tokenizer.decode([t for t in token_ids if t not in drop], skip_special_tokens=False)

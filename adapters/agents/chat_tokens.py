@@ -18,11 +18,15 @@ model served behind them reads, at turn 2, turn 1's answers without their reason
 cannot show that: it would keep turn 1's think blocks. Where the template drops them (``drops_reasoning``,
 detected from the template itself: a short chat with a reasoning-bearing answer before and after a user message,
 rendered with the policy's ``chat_template_kwargs``; and the generation prompt leaves reasoning to the policy, so
-not Qwen3 with ``enable_thinking=false``), the episode's ids are split into **segments**: at each new user turn
+not Qwen3 with ``enable_thinking=false``), the episode's ids are split into **segments**: before each model call
 the context is rendered afresh from the chat, each earlier answer as the text the policy sampled (as BFCL's
 handler keeps it), released tools where the record put them, so its earlier think blocks are gone; if that
 rendering differs from the record, the record so far is closed as a segment and a new one starts, its prompt
 that rendering, its completion what the policy samples and the environment appends until the next new segment.
+Within a turn the template keeps each answer's reasoning but drops an empty one: an answer that begins with an
+empty ``<think>\n\n</think>\n\n`` is shown to the next call of its turn without it (Qwen3's template and BFCL's
+Qwen handler both write such an answer without the block unless it is the chat's last message), so it too closes
+the segment and the next call reads the re-rendered context.
 Each segment is a faithful token record of what was generated in the context it was generated in; the model
 reads exactly the current segment's ids. Where the template keeps reasoning (or the answers held none), there
 is one segment and the ids are the append-only record above, unchanged. The trainers train each segment as
@@ -217,7 +221,7 @@ class ChatTokens:
             tokens.tool_names += [tool_name(tool) for tool in released]
         after = self.after_answer(new, tools)
         tokens.rendered = len(messages)
-        if users and self.drops_reasoning:  # a new user turn: the template re-renders the earlier ones
+        if self.drops_reasoning:  # the template re-renders what came before: earlier turns, empty think blocks
             context = self.context(tokens, messages)
             if context != self.tokenizer.decode(tokens.ids + after, skip_special_tokens=False):
                 tokens.restart(self.encode(context))

@@ -4,8 +4,8 @@
     rollout = agent.run(env, task_id, spec)
 
 The chat and the turn's tools go through the tokenizer's chat template, built as token ids one answer at a
-time (``chat_tokens``: exactly what the trl-grpo trainer trains on); the model's text is read for Qwen / Hermes
-``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` blocks by the one parser (``adapters.calls``). The
+time (``chat_tokens``: exactly what the trl-grpo trainer trains on); the model's text is decoded as BFCL's handler
+for the model's family decodes it (``answer_format``: for Qwen, the ``<tool_call>`` blocks that parse run). The
 agent is batched: ``run_rollouts`` and the eval phase play all their episodes together, one ``generate`` per
 round of answers (``TokenPolicy``). The model loads on first use; generation holds a lock.
 """
@@ -23,7 +23,7 @@ from coevolve_engine.core.device import placement
 from coevolve_engine.core.rollout import STOP_MAX_TOKENS
 from .base import (MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits,
                    ModelReply)
-from ..calls import parse_tool_call_text
+from .answer_format import answer_decoder, family_of
 from .chat_tokens import ChatTokens
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,6 +162,7 @@ class TokenPolicy:
                  logprobs: bool = False, generate_kwargs: dict[str, Any] | None = None) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.chat = ChatTokens(tokenizer, chat_template_kwargs)
+        self.decode = answer_decoder(family_of(tokenizer.chat_template))  # as BFCL's handler of the family does
         self.temperature, self.top_p = temperature, top_p
         self.max_new_tokens, self.max_episode_tokens = max_new_tokens, max_episode_tokens
         self.device = device
@@ -229,7 +230,7 @@ class TokenPolicy:
             tokens.add(ids, sampled=True, logprobs=logprobs)
             text = self.tokenizer.decode([t for t in ids if t not in (self.tokenizer.eos_token_id, self.pad_id)],
                                          skip_special_tokens=False)
-            content, calls = parse_tool_call_text(text)
-            replies[index] = ModelReply(content=content, calls=calls, prompt_tokens=len(sequences[position]),
-                                        completion_tokens=len(ids), cost=None, latency_s=latency)
+            reply = self.decode(text)
+            reply.prompt_tokens, reply.completion_tokens, reply.latency_s = len(sequences[position]), len(ids), latency
+            replies[index] = reply
         return replies

@@ -19,7 +19,10 @@ Rules, in one place (as BFCL's own multi-turn inference loop plays a task, ``inf
   answer without tool calls ends the turn (its text is the turn's reply) and the next user message follows.
 - An answer with a tool call that cannot be parsed (arguments that are not a JSON object, no function name) also
   ends the turn, as BFCL's decode failure does: none of its calls runs, no error is fed back, and the next user
-  message follows. Each such call counts in ``tool_errors``.
+  message follows. Each such call counts in ``tool_errors``. Which calls of an answer count is the decoder's: a
+  served model's OpenAI tool calls as the FC loop reads them (``litellm_agent``), a token-level policy's text as
+  BFCL's handler for its family does (``answer_format``: for Qwen, blocks that do not parse are dropped and the
+  rest run; ``ModelReply.dropped_calls`` also count in ``tool_errors``).
 - ``limits.max_model_calls_per_turn`` answers are allowed in a turn (BFCL: 21, its ``count > 20``); when the
   last one allowed calls tools, they run and the episode ends there (stop "max_model_calls"): a failure, unless
   that was the episode's last turn, which the environment then scores as played (BFCL's checker sees every
@@ -186,6 +189,7 @@ class Play:
         rollout = self.rollout
         rollout.usage.add(reply.prompt_tokens, reply.completion_tokens, reply.cost, reply.latency_s, reply.retries)
         self.answers_this_turn += 1
+        rollout.tool_errors += reply.dropped_calls
         call_ids = _call_ids(reply, rollout.usage.llm_calls)
         self.messages.append(assistant_message(reply, call_ids))
         malformed = sum(call.error is not None or call.arguments is None for call in reply.calls)

@@ -64,3 +64,4 @@ class ModelReply:
     latency_s: float = 0.0
     retries: int = 0
     finish_reason: str | None = None
+    dropped_calls: int = 0  # tool-call blocks the decoder dropped (BFCL's Qwen handler drops what does not parse)

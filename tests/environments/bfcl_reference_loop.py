@@ -154,8 +154,18 @@ def bfcl_run(entry: dict[str, Any], truth: list[list[str]], script: Script) -> L
         result, _ = handler.inference_multi_turn_FC(entry, include_input_log=False, exclude_state_log=True)
     finally:
         _forget(handler.model_name_underline_replaced)
+    decoded, valid, failed = evaluate(handler, entry, result, truth)
+    return LoopRun([_clean(m) for m in holder["data"]["message"]], tools_per_query,
+                   [[call_tuple(text) for step in turn for text in step] for turn in decoded], valid, failed)
+
+
+def evaluate(handler: Any, entry: dict[str, Any], result: list[list[Any]], truth: list[list[str]]
+             ) -> tuple[list[list[list[str]]], bool, int | None]:
+    """A loop's result scored as bfcl's ``multi_turn_runner`` scores it: each step decoded with the handler (what
+    does not decode is ignored), a force-terminated entry (fewer turns than the ground truth) refused, the rest
+    checked by ``multi_turn_checker``. Returns (the decoded steps per turn, the verdict, the first refused turn)."""
     decoded: list[list[list[str]]] = []
-    for turn in result:  # as bfcl's multi_turn_runner decodes a result before checking it
+    for turn in result:
         steps = []
         for step in turn:
             try:
@@ -168,9 +178,7 @@ def bfcl_run(entry: dict[str, Any], truth: list[list[str]], script: Script) -> L
     checked = {"id": entry["id"], "initial_config": entry["initial_config"],
                "involved_classes": entry["involved_classes"]}
     valid = len(result) == len(truth) and bfcl_checker_verdict(checked, decoded, truth)
-    failed = None if valid else first_refused_turn(checked, decoded, truth)
-    return LoopRun([_clean(m) for m in holder["data"]["message"]], tools_per_query,
-                   [[call_tuple(text) for step in turn for text in step] for turn in decoded], valid, failed)
+    return decoded, valid, None if valid else first_refused_turn(checked, decoded, truth)
 
 
 class ScriptedServedModel(Agent):

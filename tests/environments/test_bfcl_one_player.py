@@ -1,6 +1,8 @@
 """One episode player on BFCL multi-turn: the run's eval phase, ``coevolve-engine eval`` on a local checkpoint and
-``coevolve-engine eval`` through litellm give the same verdicts on the same scripted answers, in all four
-categories, and those verdicts are bfcl_eval's own.
+``coevolve-engine eval`` through litellm play the same scripted answers, in all four categories, and their verdicts
+are bfcl_eval's own for the same model: for the local checkpoint (the token path), its prompting loop with its Qwen
+handler; for the served model, its FC loop. The two differ by design where an answer mixes a call that decodes
+with one that does not (the Qwen handler runs the first, the FC loop ends the turn).
 
 The answers are scripted per task (``bfcl_reference_loop.script_for``): each task's ground truth, some answers
 corrupted (a wrong argument in turn 1, a tool call whose arguments are not JSON, a miss_func tool called before
@@ -12,10 +14,12 @@ The same script answers
   the text), played by the run's eval phase (``loop.evaluation.evaluate``) and by ``eval --model DIR``;
 - behind the scripted OpenAI-compatible server on 127.0.0.1, played by ``eval --model openai/scripted`` (tool
   calls in the response's ``tool_calls``);
-- in bfcl_eval's own ``inference_multi_turn_FC`` loop (``bfcl_reference_loop.bfcl_run``): the reference.
+- in bfcl_eval's own ``inference_multi_turn_FC`` loop (``bfcl_reference_loop.bfcl_run``): the served reference;
+- in bfcl_eval's ``inference_multi_turn_prompting`` with ``QwenFCHandler`` (``bfcl_prompting_loop.bfcl_qwen_run``),
+  each answer the text the local checkpoint writes: the local reference.
 
-The three stored evaluations must hold the same verdict, reward, reason and executed calls for every task, the
-rollouts the same failed turn, and verdict, calls per turn and failed turn must be bfcl's. The miss_func tools a
+The two local evaluations must hold the same verdict, reward, reason and executed calls for every task, the
+rollouts the same failed turn, and each path's verdict, calls per turn and failed turn must be its reference's. The miss_func tools a
 token-level policy reads (in the releasing turn's user message) differ from what a served model is sent (each
 request's tools) by design; the verdicts still agree.
 """
@@ -36,6 +40,7 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (pip install
 
 from click.testing import CliRunner  # noqa: E402
 
+from bfcl_prompting_loop import bfcl_qwen_run  # noqa: E402
 from bfcl_reference_loop import _wrong, answer_at, bfcl_entries, bfcl_run, script_for  # noqa: E402
 from scripted_server import text, tool_calls  # noqa: E402
 
@@ -256,17 +261,19 @@ def test_the_eval_phase_local_eval_and_served_eval_give_bfcls_verdicts(mode, tas
     differences = []
     for task in tasks:
         spec, task_id = task["spec"], task["task_id"]
-        reference = bfcl_run(entries[spec["category"]][spec["bfcl_id"]], spec["ground_truth"],
-                             scripts.by_question[first_question(spec)])
-        expected = {"success": reference.valid, "failed_turn": reference.failed_turn,
-                    "calls": reference.calls_per_turn}
-        for name in ("phase", "local", "served"):
+        entry, script = entries[spec["category"]][spec["bfcl_id"]], scripts.by_question[first_question(spec)]
+        served = bfcl_run(entry, spec["ground_truth"], script)  # the FC loop: a served model's reference
+        token = bfcl_qwen_run(entry, spec["ground_truth"],  # the prompting loop with QwenFCHandler: a local model's
+                              [[as_qwen3_text(*answer) for answer in turn] for turn in script])
+        for name, reference in (("phase", token), ("local", token), ("served", served)):
+            expected = {"success": reference.valid, "failed_turn": reference.failed_turn,
+                        "calls": reference.calls_per_turn}
             got = {**stored[name][task_id], "failed_turn": rollouts[name][task_id].failed_turn}
             for field, value in expected.items():
                 if got[field] != value:
                     differences.append((task_id, task["kind"], name, field, got[field], value))
             for field in ("reward", "reason", "actions"):
-                if got[field] != stored["phase"][task_id][field]:
+                if name != "served" and got[field] != stored["phase"][task_id][field]:
                     differences.append((task_id, task["kind"], name, field, got[field],
                                         stored["phase"][task_id][field]))
     print("\n" + "\n".join(f"{t['task_id']} {t['kind']}: {stored['phase'][t['task_id']]['success']}, failed turn "

@@ -84,6 +84,9 @@ def verl_command(data_file: Path, files: dict[str, Path]) -> str:
         f"data.train_files={data_file} data.val_files={data_file} trainer.val_before_train=False",
         "actor_rollout_ref.model.path=MODEL actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=8",
         "actor_rollout_ref.rollout.multi_turn.enable=True",
+        # thinking off: verl keeps one sequence per episode, so it cannot show a policy the contexts a template that
+        # drops earlier turns' reasoning re-renders (the agent loop refuses thinking on; verl_tokens)
+        "+data.apply_chat_template_kwargs.enable_thinking=False",
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={files['tools']}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={files['agent_loop']}",
         f"reward.custom_reward_function.path=pkg://{MODULE} reward.custom_reward_function.name=compute_score",
