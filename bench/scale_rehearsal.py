@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--smoke", action="store_true", help="a narrow model (real vocabulary), in seconds")
     parser.add_argument("--json", default="", help="also write the measurements to this file")
     parser.add_argument("--measured", default="", help="report from the measurements a --json run wrote")
+    parser.add_argument("--predict-only", action="store_true", help="only the arithmetic's prediction per GPU")
     return parser
 
 
@@ -358,6 +359,35 @@ def recipe_batch(recipe, shape: Shape, fixed: bool) -> Batch:
                  checkpointing=bool(options.get("activation_checkpointing")), scores_kept=not fixed)
 
 
+def print_prediction(recipe, recipe_path: Path, full: Shape) -> None:
+    """The predicted peak per GPU of the recipe at full depth: on its launcher and on one GPU of 80 / 141 GB, with
+    the recipe's bounds ("fixed") and as before them."""
+    fixed, before = recipe_batch(recipe, full, True), recipe_batch(recipe, full, False)
+    scores_full = generation_bytes(full, replace(before, gen_episodes=32, gen_new=1024, scores_kept=True), 2)
+    print(f"  scores at 32 episodes x 1,024 tokens ({full.name}): {gb(scores_full['scores'])} GB")
+    launch = Launch.from_launcher(recipe.trainer.launcher)
+    gpu_gb = GPU_GB.get(recipe_path.name, 80)
+    print(f"\npredicted peak per GPU, {full.name} at full depth ({full.layers} layers, {full.parameters() / 1e9:.2f}B "
+          "parameters), bf16:")
+    print(f"{'launch':<34} {'batch':<8} {'states':>7} {'ref':>5} {'gather':>7} {'gen':>6} {'act':>6} "
+          f"{'peak':>6} {'GPU':>5} {'fits (15%)':>10}")
+    verdicts = {}
+    for label, where, gpu in ((f"launcher: {launch.processes} x ZeRO-{launch.zero_stage}", launch, gpu_gb),
+                              ("1 GPU", replace(launch, processes=1), 80), ("1 GPU", replace(launch, processes=1), 141)):
+        for name, batch in (("fixed", fixed), ("before", before)):
+            parts = predict(full, where, batch)
+            peak = parts.peak()
+            fits = peak <= gpu * GB * (1 - HEADROOM)
+            verdicts[(label, gpu, name)] = (peak, fits)
+            print(f"{label:<34} {name:<8} {gb(parts.weights + parts.optimizer):>7} {gb(parts.reference):>5} "
+                  f"{gb(max(parts.gathered_generation, parts.gathered_training)):>7} {gb(parts.generation):>6} "
+                  f"{gb(parts.activations + parts.logits):>6} {gb(peak):>6} {gpu:>5} "
+                  f"{'yes' if fits else 'no':>10}")
+    peak, fits = verdicts[(f"launcher: {launch.processes} x ZeRO-{launch.zero_stage}", gpu_gb, "fixed")]
+    print(f"\n{recipe_path.name}: {peak / GB:.1f} GB per GPU on {launch.processes} GPUs of {gpu_gb} GB "
+          f"({1 - peak / (gpu_gb * GB):.0%} headroom): {'fits' if fits else 'does NOT fit'}")
+
+
 def gb(value: float) -> str:
     return f"{value / GB:,.1f}"
 
@@ -389,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"BFCL multi_turn_base openings in Qwen3's vocabulary: {min(lengths.values()):,} to "
           f"{max(lengths.values()):,} tokens over {len(lengths)} tasks; rehearsed on the {args.episodes} shortest "
           f"({', '.join(str(lengths[t['task_id']]) for t in tasks)} tokens)")
+    if args.predict_only:
+        print_prediction(recipe, recipe_path, full)
+        return 0
     if args.measured:
         saved = json.loads(Path(args.measured).read_text())
         measured = {int(depth): parts for depth, parts in saved["measured"].items()}
@@ -466,30 +499,7 @@ def report(args, recipe, recipe_path, shape, full, measured, timing, began) -> N
     print(f"  the scores' size by the arithmetic: {gb(scores['scores'])} GB; measured drop "
           f"{gb(base['peak'] - runs['read as drawn']['peak'])} GB; log-probabilities differ by at most "
           f"{timing['max_logprob_difference']:.1e}")
-    fixed, before = recipe_batch(recipe, full, True), recipe_batch(recipe, full, False)
-    scores_full = generation_bytes(full, replace(before, gen_episodes=32, gen_new=1024, scores_kept=True), 2)
-    print(f"  scores at 32 episodes x 1,024 tokens ({full.name}): {gb(scores_full['scores'])} GB")
-    launch = Launch.from_launcher(recipe.trainer.launcher)
-    gpu_gb = GPU_GB.get(recipe_path.name, 80)
-    print(f"\npredicted peak per GPU, {full.name} at full depth ({full.layers} layers, {full.parameters() / 1e9:.2f}B "
-          "parameters), bf16:")
-    print(f"{'launch':<34} {'batch':<8} {'states':>7} {'ref':>5} {'gather':>7} {'gen':>6} {'act':>6} "
-          f"{'peak':>6} {'GPU':>5} {'fits (15%)':>10}")
-    verdicts = {}
-    for label, where, gpu in ((f"launcher: {launch.processes} x ZeRO-{launch.zero_stage}", launch, gpu_gb),
-                              ("1 GPU", replace(launch, processes=1), 80), ("1 GPU", replace(launch, processes=1), 141)):
-        for name, batch in (("fixed", fixed), ("before", before)):
-            parts = predict(full, where, batch)
-            peak = parts.peak()
-            fits = peak <= gpu * GB * (1 - HEADROOM)
-            verdicts[(label, gpu, name)] = (peak, fits)
-            print(f"{label:<34} {name:<8} {gb(parts.weights + parts.optimizer):>7} {gb(parts.reference):>5} "
-                  f"{gb(max(parts.gathered_generation, parts.gathered_training)):>7} {gb(parts.generation):>6} "
-                  f"{gb(parts.activations + parts.logits):>6} {gb(peak):>6} {gpu:>5} "
-                  f"{'yes' if fits else 'no':>10}")
-    peak, fits = verdicts[(f"launcher: {launch.processes} x ZeRO-{launch.zero_stage}", gpu_gb, "fixed")]
-    print(f"\n{recipe_path.name}: {peak / GB:.1f} GB per GPU on {launch.processes} GPUs of {gpu_gb} GB "
-          f"({1 - peak / (gpu_gb * GB):.0%} headroom): {'fits' if fits else 'does NOT fit'}")
+    print_prediction(recipe, recipe_path, full)
     print(f"rehearsal took {time.perf_counter() - began:.0f} s")
 
 

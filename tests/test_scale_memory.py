@@ -70,3 +70,27 @@ def test_sharding_divides_the_states_and_gathering_adds_the_whole_model_to_gener
     one, eight = predict(shape, Launch(processes=1, zero_stage=3), batch), predict(shape, Launch(8, 3), batch)
     assert eight.optimizer == pytest.approx(one.optimizer / 8) and eight.weights == pytest.approx(one.weights / 8)
     assert one.gathered_generation == 0 and eight.gathered_generation == pytest.approx(2 * shape.parameters() * 7 / 8)
+
+
+@pytest.mark.parametrize("name", ["bfcl_paper", "bfcl_paper_qwen2_5_7b", "bfcl_paper_qwen3_30b_a3b"])
+def test_each_paper_recipe_quotes_the_predicted_peak_and_fits_its_gpus_with_15_percent_headroom(name):
+    import re
+
+    from scale_rehearsal import GPU_GB, HEADROOM, recipe_batch
+
+    from coevolve_engine.loop.config_files import load_config
+
+    path = Path(__file__).resolve().parent.parent / "recipes" / f"{name}.toml"
+    recipe = load_config(path, check=False)
+    shape = shape_of(recipe.trainer.model)
+    launch = Launch.from_launcher(recipe.trainer.launcher)
+    peak = predict(shape, launch, recipe_batch(recipe, shape, True)).peak() / 1e9
+    gpu = GPU_GB[path.name]
+    assert peak <= gpu * (1 - HEADROOM)
+    quoted = re.search(r"predicted peak\s+(?:#\s+)?(\d+) GB per GPU on (\d+) GPUs of (\d+) GB \((\d+)% headroom",
+                       path.read_text())
+    assert quoted, "the header quotes no predicted peak"
+    assert (int(quoted[1]), int(quoted[2]), int(quoted[3])) == (round(peak), launch.processes, gpu)
+    assert int(quoted[4]) == round(100 * (1 - peak / gpu))
+    before = predict(shape, launch, recipe_batch(recipe, shape, False)).peak() / 1e9
+    assert before > gpu  # the bounds are what make it fit
