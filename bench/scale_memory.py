@@ -66,7 +66,7 @@ class Shape:
         return self.intermediate * (self.active_experts or 1)
 
 
-#: the shapes of the recipes' policies (published config.json of each; FACTS.md)
+#: the shapes of the recipes' policies (the published config.json of each)
 SHAPES = {shape.name: shape for shape in (
     Shape("Qwen3-4B", vocab=151936, hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=9728,
           tied=True),

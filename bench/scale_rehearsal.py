@@ -44,11 +44,11 @@ NARROW = Shape("narrow", vocab=151936, hidden=64, layers=2, heads=4, kv_heads=2,
 #: the GPU each recipe's launcher is meant for (GB), as its header says
 GPU_GB = {"bfcl_paper.toml": 80, "bfcl_paper_qwen2_5_7b.toml": 80, "bfcl_paper_qwen3_30b_a3b.toml": 141}
 #: the widest BFCL multi-turn opening in Qwen3's vocabulary (system, tools, first message), over the four
-#: categories' 800 tasks (FACTS.md: 2,049 to 5,252)
+#: categories' 800 tasks (2,049 to 5,252)
 WIDEST_OPENING = 5252
 HEADROOM = 0.15
 #: training rows per episode with Qwen3's thinking on: a segment per user turn (chat_tokens), and BFCL's
-#: multi_turn_base tasks have 3.67 user turns on average (FACTS.md), rounded up; each row may reach the widest
+#: multi_turn_base tasks have 3.67 user turns on average, rounded up; each row may reach the widest
 #: opening plus max_completion_length (the bound holds per segment)
 SEGMENTS_PER_EPISODE = 4
 
