@@ -63,6 +63,20 @@ SCRIPTS: dict[str, list[str]] = {
         r"^  sizes: \d+", r"^  0-0 +\d+ +\w+ +\[.*\] +e\.g\. bfcl/multi_turn_base_\d+; tasks using: \w+ \d+",
         r"^store: .*patterns-bench\.duckdb$",
     ],
+    "scale_rehearsal.py": [
+        r"^recipe bfcl_paper\.toml: models/Qwen3-4B -> shape narrow .* launcher: accelerate launch",
+        r"^BFCL multi_turn_base openings in Qwen3's vocabulary: [\d,]+ to [\d,]+ tokens",
+        r"^measured \(resident memory, GB\) for one trl-grpo step",
+        r"^ +1 weights ", r"^ +1 whole step's peak ", r"^ +2 weights ", r"^ +2 whole step's peak ",
+        r"^per layer: activations [\d,]+ bytes per token measured, [\d,]+ by the arithmetic$",
+        r"^the arithmetic predicts the measured peak within \d+%",
+        r"^generation on the shape-true model", r"^  scores kept \(before\) +peak ", r"^  read as drawn +peak ",
+        r"^  read as drawn, 1 per generate +peak ",
+        r"^  the scores' size by the arithmetic: .* log-probabilities differ by at most ",
+        r"^predicted peak per GPU, Qwen3-4B at full depth \(36 layers, 4\.02B parameters\)",
+        r"^launcher: 8 x ZeRO-3 +fixed ", r"^launcher: 8 x ZeRO-3 +before ",
+        r"^bfcl_paper\.toml: [\d.]+ GB per GPU on 8 GPUs of 80 GB \(\d+% headroom\): fits$",
+    ],
     "synthesis_bench.py": [
         r"^\d+ flagged trajectories at step 1 -> \d+ patterns \(sizes ",
         r"^LLM calls: summary \d+ \(\d+ patterns summarised, 0 failed\)$",
@@ -125,6 +139,8 @@ SCRIPTS: dict[str, list[str]] = {
 }
 #: Modules of bench/ that scripts import and that are not scripts themselves.
 HELPERS = {"curriculum_stats.py": "the curriculum benchmark's statistics, imported by curriculum_bench.py",
+           "scale_memory.py": "the memory arithmetic of a trl-grpo step, imported by scale_rehearsal.py",
+           "qwen3_vocab.py": "Qwen3's tokenizer built offline, imported by scale_rehearsal.py",
            "verl_episodes.py": "verl_check.py's multi-turn episodes and dump, imported by verl_check.py"}
 #: Scripts that need what the project does not install: (environment variable that provides it, why, the
 #: arguments it adds).

@@ -362,9 +362,10 @@ def thinking_step(tmp_path_factory):
                                                               for ids in new])], dim=1)
         with torch.no_grad():
             logits = model(input_ids=sequences, attention_mask=attention).logits
-        # the scores generate returns: the logits warped by the sampling temperature
-        scores = [logits[:, input_ids.size(1) - 1 + t] / kwargs.get("temperature", 1.0) for t in range(width)]
-        return SimpleNamespace(sequences=sequences, scores=scores)
+        # what generate does at each step: the logits through the logits processors (the sampling warpers)
+        for t in range(width):
+            kwargs["logits_processor"](sequences[:, :input_ids.size(1) + t], logits[:, input_ids.size(1) - 1 + t])
+        return SimpleNamespace(sequences=sequences)
 
     model.generate = generate  # the script writes, the tiny model scores what it wrote
     seen, batches = [], []

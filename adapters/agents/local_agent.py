@@ -25,6 +25,7 @@ from .base import (MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, Agent, A
                    ModelReply)
 from .answer_format import answer_decoder, family_of
 from .chat_tokens import ChatTokens
+from .sampled_logprobs import SampledLogprobs
 
 if TYPE_CHECKING:  # pragma: no cover
     from coevolve_engine.core.registry import PluginContext
@@ -151,7 +152,9 @@ class TokenPolicy:
 
     temperature 0: greedy. max_new_tokens: per answer. max_episode_tokens: tokens after the prompt per episode
     (per segment where it has several; sampled and not); an episode that needs more stops as a failure (stop
-    "max_tokens"). logprobs: keep each sampled token's log-probability (for the trainer). generate_kwargs: passed
+    "max_tokens"). logprobs: keep each sampled token's log-probability (for the trainer), read from the sampling
+    distribution as each token is drawn (``SampledLogprobs``: no per-step scores kept). generation_batch_size:
+    episodes per ``generate`` (0: every open episode of the round at once). generate_kwargs: passed
     to every ``generate`` (the trainer's ``synced_gpus=False`` under ZeRO-3, where each process plays its own
     number of turns).
     """
@@ -159,7 +162,8 @@ class TokenPolicy:
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, top_p: float = 1.0,
                  max_new_tokens: int = MAX_NEW_TOKENS, max_episode_tokens: int | None = None,
                  chat_template_kwargs: dict[str, Any] | None = None, device: str | None = None,
-                 logprobs: bool = False, generate_kwargs: dict[str, Any] | None = None) -> None:
+                 logprobs: bool = False, generate_kwargs: dict[str, Any] | None = None,
+                 generation_batch_size: int = 0) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.chat = ChatTokens(tokenizer, chat_template_kwargs)
         self.decode = answer_decoder(family_of(tokenizer.chat_template))  # as BFCL's handler of the family does
@@ -168,6 +172,9 @@ class TokenPolicy:
         self.device = device
         self.logprobs = logprobs
         self.generate_kwargs = dict(generate_kwargs or {})  # further arguments of every generate call
+        if generation_batch_size < 0:
+            raise ValueError(f"generation_batch_size must be >= 0, got {generation_batch_size}")
+        self.generation_batch_size = generation_batch_size  # episodes per generate; 0: all open ones at once
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def _tokens(self, play: Any):
@@ -179,9 +186,6 @@ class TokenPolicy:
         return tokens
 
     def respond(self, plays: list[Any]) -> list[Any]:
-        import torch
-
-        started = time.perf_counter()
         replies: list[Any] = [ModelReply(content=None) for _ in plays]
         rows, budgets = [], []
         for index, play in enumerate(plays):
@@ -197,13 +201,26 @@ class TokenPolicy:
             budgets.append(budget)
         if not rows:
             return replies
+        size = self.generation_batch_size or len(rows)
+        for first in range(0, len(rows), size):  # at most generation_batch_size episodes per generate
+            self._answer(plays, rows[first:first + size], budgets[first:first + size], replies)
+        return replies
+
+    def _answer(self, plays: list[Any], rows: list[int], budgets: list[int], replies: list[Any]) -> None:
+        """One ``generate`` for the episodes ``rows`` of ``plays``; their replies go into ``replies``."""
+        import torch
+
+        started = time.perf_counter()
         sequences = [plays[i].state["tokens"].ids for i in rows]
         width = max(len(ids) for ids in sequences)
         device = self.device or getattr(self.model, "device", "cpu")
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in sequences], device=device)
         attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in sequences], device=device)
         sampling: dict[str, Any] = {"do_sample": self.temperature > 0}
-        if self.temperature > 0:
+        recorder = SampledLogprobs(self.temperature, self.top_p) if self.logprobs else None
+        if recorder is not None:  # the recorder applies temperature and top-p itself, then reads each drawn token
+            sampling.update(recorder.neutral(), logits_processor=recorder.processors())
+        elif self.temperature > 0:
             sampling.update(temperature=self.temperature, top_p=self.top_p, top_k=0)
         was_training = self.model.training
         self.model.eval()
@@ -211,21 +228,19 @@ class TokenPolicy:
             with torch.no_grad():
                 out = self.model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max(budgets),
                                           pad_token_id=self.pad_id, eos_token_id=self.tokenizer.eos_token_id,
-                                          output_scores=self.logprobs, return_dict_in_generate=True, **sampling,
-                                          **self.generate_kwargs)
+                                          return_dict_in_generate=True, **sampling, **self.generate_kwargs)
         finally:
             if was_training:
                 self.model.train()
-        new = out.sequences[:, width:].tolist()
+        generated = out.sequences[:, width:]
+        chosen = recorder.finish(generated).tolist() if recorder is not None else None
+        new = generated.tolist()
         latency = (time.perf_counter() - started) / len(rows)
         for position, (index, budget) in enumerate(zip(rows, budgets)):
             ids = new[position][:budget]
             if self.tokenizer.eos_token_id in ids:
                 ids = ids[:ids.index(self.tokenizer.eos_token_id) + 1]
-            logprobs = None
-            if self.logprobs:
-                logprobs = [float(torch.log_softmax(out.scores[t][position].float(), -1)[token])
-                            for t, token in enumerate(ids)]
+            logprobs = chosen[position][:len(ids)] if chosen is not None else None
             tokens = plays[index].state["tokens"]
             tokens.add(ids, sampled=True, logprobs=logprobs)
             text = self.tokenizer.decode([t for t in ids if t not in (self.tokenizer.eos_token_id, self.pad_id)],
@@ -233,4 +248,3 @@ class TokenPolicy:
             reply = self.decode(text)
             reply.prompt_tokens, reply.completion_tokens, reply.latency_s = len(sequences[position]), len(ids), latency
             replies[index] = reply
-        return replies

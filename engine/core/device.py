@@ -42,3 +42,19 @@ def load_policy(path: str, where: Placement | None = None) -> Any:
 
     where = where or placement()
     return AutoModelForCausalLM.from_pretrained(str(path), dtype=where.torch_dtype).to(where.device)
+
+
+def training_dtype() -> Any:
+    """The dtype the trained policy loads in: float32 on every device.
+
+    Mixed precision keeps fp32 master weights and computes in the placement's dtype: TRL's ``bf16``/``fp16``
+    (accelerate's autocast) needs the parameters in fp32, and Adam's updates at the paper's learning rate (1e-6)
+    vanish below bf16's resolution if the weights themselves are bf16. Under DeepSpeed ZeRO-3 the fp32 load is
+    also what DeepSpeed wants: ``from_pretrained`` runs inside its ``zero.Init``, which partitions each tensor as
+    it loads (no process holds the whole fp32 model), keeps the fp32 master shard in its optimizer and a 16-bit
+    shard for forward and backward (``--mixed_precision bf16``). Per parameter and process that is 2 (bf16
+    weights) + 2 (bf16 gradients) + 12 (fp32 master weights and two Adam moments) bytes, divided by the processes.
+    The KL reference and the eval phase, which only read the weights, load in ``placement()``'s dtype."""
+    import torch
+
+    return torch.float32

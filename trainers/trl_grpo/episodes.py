@@ -60,6 +60,7 @@ class TrainingPolicy(Agent):
         self.core = TokenPolicy(model, tokenizer, temperature=config.temperature, max_new_tokens=config.max_new_tokens,
                                 max_episode_tokens=config.max_completion_length,
                                 chat_template_kwargs=config.chat_template_kwargs, logprobs=True,
+                                generation_batch_size=config.generation_batch_size,
                                 # each process plays its own number of turns: no generate waits for the others
                                 generate_kwargs={"synced_gpus": False})
 
@@ -110,10 +111,11 @@ def segment_batch(grpo: Any, batch: dict[str, Any], inputs: list[dict[str, Any]]
     computed again for the new rows. Unchanged where no episode, on any process, has more than one segment.
 
     ``inputs`` are the step's rows, holding ``episode_segments`` (TRL copies the ``rollout_func`` fields onto
-    them). Every process takes the same path (its decision is gathered) and runs one forward per log-probability,
+    them). Every process takes the same path (its decision is gathered) and runs the same forwards per
+    log-probability (micro-batches of ``per_device_train_batch_size`` rows over the same row count on every process),
     so no collective depends on how many segments a process holds. TRL splits the batch into
-    ``steps_per_generation`` equal parts: empty rows (mask 0, advantage 0) pad it to a multiple (none at the
-    default of 1). TRL's logged completion lengths stay those of the first segments."""
+    ``steps_per_generation`` equal parts (one per micro-batch): empty rows (mask 0, advantage 0) pad it to the most
+    rows any process holds, rounded up to a multiple. TRL's logged completion lengths stay those of the first segments."""
     import torch
     from trl.models.utils import disable_gradient_checkpointing
     from trl.trainer.utils import pad
@@ -124,8 +126,11 @@ def segment_batch(grpo: Any, batch: dict[str, Any], inputs: list[dict[str, Any]]
     if most <= 1:
         return batch
     rows = [(episode, segment) for episode, segments in enumerate(episodes) for segment in segments]
+    # every process holds as many rows (so runs as many forwards), a multiple of steps_per_generation (TRL splits
+    # the batch evenly): empty rows, no loss
+    widest = grpo.accelerator.gather(torch.tensor([len(rows)], device=device)).max().item()
     rows += [(None, ([grpo._tokenizer.pad_token_id], [grpo._tokenizer.eos_token_id], [0], [0.0]))] * (
-        -len(rows) % grpo.args.steps_per_generation)  # TRL splits the batch evenly: empty rows, no loss
+        widest - len(rows) + -widest % grpo.args.steps_per_generation)
     multiple, pad_id = grpo.pad_to_multiple_of, grpo._tokenizer.pad_token_id
 
     def padded(values, value, side, dtype=None):
@@ -154,7 +159,9 @@ def segment_batch(grpo: Any, batch: dict[str, Any], inputs: list[dict[str, Any]]
     width = out["completion_ids"].size(1)
 
     def logps(model):
-        return grpo._get_per_token_logps_and_entropies(model, ids, attention, width, batch_size=len(rows))[0]
+        # in micro-batches of TRL's per_device_train_batch_size rows, as TRL computes its own
+        return grpo._get_per_token_logps_and_entropies(model, ids, attention, width,
+                                                       batch_size=grpo.args.per_device_train_batch_size)[0]
 
     with torch.no_grad(), disable_gradient_checkpointing(grpo.model, grpo.args.gradient_checkpointing_kwargs):
         if "old_per_token_logps" in batch:

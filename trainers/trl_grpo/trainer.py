@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Mapping
 
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_NEW_TOKENS, MAX_STEPS, EpisodeLimits
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
-from coevolve_engine.core.device import placement
+from coevolve_engine.core.device import placement, training_dtype
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.sampler import check_batch_size, draw_seed
 from coevolve_engine.core.sink import StoreSink
@@ -95,6 +95,19 @@ class TRLGRPOConfig:
     resume_from: str = field(default="", metadata={
         "help": "a checkpoint-G folder a trl-grpo train() saved: continue its optimization (weights, optimizer, "
                 "schedule, step) with model as the starting policy and KL reference; empty: start afresh"})
+    generation_batch_size: int = field(default=0, metadata={
+        "help": "episodes per generate call while a step plays (each call pads its episodes to the widest and holds "
+                "their KV cache); 0: every open episode of the process at once. The step's episodes stay one GRPO "
+                "batch"})
+    micro_batch_size: int = field(default=0, metadata={
+        "help": "episodes per forward and backward pass (TRL's per_device_train_batch_size): the step's K x "
+                "groups_per_step episodes are scored together (each group's advantage over the whole group), then "
+                "trained in micro-batches whose gradients add up to one optimizer step; must divide K x "
+                "groups_per_step; 0: the whole step in one pass. With thinking on, each micro-batch holds its share "
+                "of the step's segment rows"})
+    activation_checkpointing: bool = field(default=False, metadata={
+        "help": "recompute each layer's activations in the backward pass instead of keeping them (less memory, "
+                "about a third more compute)"})
     trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further GRPOConfig fields, passed as is"})
 
     def __post_init__(self) -> None:
@@ -115,6 +128,12 @@ class TRLGRPOConfig:
         if negative:
             raise ValueError(f"{', '.join(negative)}: must be >= 0")
         EpisodeLimits(max_steps=self.max_steps, max_model_calls_per_turn=self.max_model_calls_per_turn)  # checks
+        if self.generation_batch_size < 0 or self.micro_batch_size < 0:
+            raise ValueError("generation_batch_size and micro_batch_size must be >= 0 (0: no bound)")
+        episodes = self.group_size * self.groups_per_step
+        if self.micro_batch_size and episodes % self.micro_batch_size:
+            raise ValueError(f"micro_batch_size = {self.micro_batch_size} must divide the step's group_size x "
+                             f"groups_per_step = {episodes} episodes (e.g. {_divisor_below(episodes, self.micro_batch_size)})")
         if self.trl_args.get("use_vllm"):
             raise ValueError("use_vllm: whole episodes are played by the episode player with the model being "
                              "trained, batched in process; TRL's vLLM generation is not wired into it yet, so it "
@@ -124,10 +143,19 @@ class TRLGRPOConfig:
                              "all processes, which play different numbers of turns per step; the episodes are "
                              "played with the weights gathered once per step")
         reserved = set(self.trl_args) & {"num_generations", "max_steps", "per_device_train_batch_size", "output_dir",
-                                         "ignore_data_skip", "save_strategy"}
+                                         "ignore_data_skip", "save_strategy", "gradient_accumulation_steps",
+                                         "steps_per_generation", "generation_batch_size", "activation_checkpointing",
+                                         "gradient_checkpointing"}
         if reserved:
             raise ValueError(f"set {sorted(reserved)} through TRLGRPOConfig's own fields, not trl_args "
-                             "(num_generations is group_size)")
+                             "(num_generations is group_size; per_device_train_batch_size, gradient_accumulation_steps "
+                             "and steps_per_generation follow micro_batch_size; TRL's generation_batch_size is the "
+                             "step's episodes; gradient_checkpointing is activation_checkpointing)")
+
+
+def _divisor_below(n: int, bound: int) -> int:
+    """The largest divisor of ``n`` below ``bound`` (a valid micro_batch_size to suggest)."""
+    return max(d for d in range(1, min(n, bound) + 1) if n % d == 0)
 
 
 # transformers 5 renamed gradient_checkpointing to activation_checkpointing; TRL still uses the old names, and
@@ -146,22 +174,32 @@ def grpo_args(config: TRLGRPOConfig) -> Any:
     Building it loads no model and writes nothing, so the run builds it before a round to check ``trl_args``."""
     from trl import GRPOConfig
 
-    precision = precision_settings(placement(config.use_cpu))
-    k = config.group_size
+    where = placement(config.use_cpu)
+    precision = precision_settings(where)
+    episodes = config.group_size * config.groups_per_step
+    micro = config.micro_batch_size or episodes
+    # one optimizer step = one generation batch of the step's episodes, trained in episodes / micro passes
+    accumulation = episodes // micro
     settings: dict[str, Any] = dict(
         **precision, learning_rate=config.learning_rate, lr_scheduler_type="constant",
         beta=config.beta, epsilon=config.epsilon, epsilon_high=config.epsilon_high, temperature=config.temperature,
-        gradient_accumulation_steps=1, max_completion_length=config.max_completion_length, seed=config.seed,
+        gradient_accumulation_steps=accumulation, steps_per_generation=accumulation,
+        activation_checkpointing=config.activation_checkpointing,
+        max_completion_length=config.max_completion_length, seed=config.seed,
         # train() saves the checkpoint at its last step; a resumed train() draws by step, replaying no batch
         save_strategy="no", ignore_data_skip=True, report_to="none", logging_steps=1, disable_tqdm=True,
     )
     settings.update(checked_trl_args(config.trl_args, GRPOConfig))
     if precision["use_cpu"]:
         settings["bf16"] = settings["fp16"] = False
+    elif config.beta > 0 and "model_init_kwargs" not in settings:
+        # the KL reference is only read: TRL builds it in these settings, in the placement's precision (bf16 on a
+        # GPU; TRL would copy the trained policy's fp32). Under ZeRO-3 DeepSpeed shards it and casts it anyway
+        settings["model_init_kwargs"] = {"dtype": where.dtype}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
-        return GRPOConfig(output_dir=config.output_dir, num_generations=k,
-                          per_device_train_batch_size=k * config.groups_per_step,
+        return GRPOConfig(output_dir=config.output_dir, num_generations=config.group_size,
+                          per_device_train_batch_size=micro,
                           max_steps=1, **settings)  # max_steps is set by each train() call
 
 
@@ -193,7 +231,6 @@ class TRLGRPOTrainer(Trainer):
         *,
         start_step: int = 0,
     ) -> None:
-        import torch
         from datasets import Dataset
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -215,7 +252,8 @@ class TRLGRPOTrainer(Trainer):
         self.args = grpo_args(config)
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         tokenizer.padding_side = "left"
-        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        # in the training precision (core.device.training_dtype: fp32 master weights under mixed precision)
+        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=training_dtype())
         tied_weights_not_saved(model)
         with warnings.catch_warnings():  # rollout_func is marked experimental in TRL 1.16; we chose it
             warnings.filterwarnings("ignore", message=".*rollout_func.*experimental", category=UserWarning)
