@@ -191,6 +191,7 @@ class ScriptedServer:
     def __init__(self, tokenizer, script: dict[str, dict], openings: dict[str, list[str]]) -> None:
         self.tokenizer, self.script, self.openings = tokenizer, script, openings
         self.generated: dict[str, list[list[int]]] = {}
+        self.caps: list[int | None] = []  # each request's max_tokens
         self.queues: dict[str, list[str]] = {}
         self.played: dict[str, tuple[str, int]] = {}
 
@@ -204,6 +205,7 @@ class ScriptedServer:
             self.played[request_id] = (task, variant)
             self.queues[request_id] = list(self.script[task]["variants"][variant]["answers"])
             self.generated[request_id] = []
+        self.caps.append(sampling_params.get("max_tokens"))
         queue = self.queues[request_id]
         text = queue.pop(0) if queue else "The script ran out."
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
@@ -280,6 +282,19 @@ def child_check(spec: dict, composed, report) -> str:
            f"{len(truncated)} truncated prompts: every episode's prompt is its whole opening "
            f"({min(opening_tokens.values())}-{max(opening_tokens.values())} tokens) within data.max_prompt_length="
            f"{config.data.max_prompt_length} from the export" + (f"; cut: {truncated[:3]}" if truncated else ""))
+    cap = json.loads(Path(episodes["files"]["agent_loop"]).read_text())[0]["max_new_tokens"]
+    report(bool(server.caps) and all(c is not None and 1 <= c <= cap for c in server.caps),
+           f"each of the {len(server.caps)} requests asked for at most {cap} tokens (agent_loop.json max_new_tokens, "
+           f"trl-grpo's per-answer cap): max_tokens {min(server.caps or [0])}-{max(server.caps or [0])}")
+    from types import SimpleNamespace
+
+    from coevolve_engine.trainers.verl_bfcl import EpisodeAgentLoop, VerlEpisodeError
+
+    try:
+        EpisodeAgentLoop._cap_text_prompt_length(SimpleNamespace(prompt_length=4), list(range(5)))
+        report(False, "an opening longer than data.max_prompt_length was let through")
+    except VerlEpisodeError as exc:
+        report(True, f"an opening longer than data.max_prompt_length is refused, not cut: {exc}")
     compute_score = get_custom_reward_fn(config)
     results, requests, mismatched, unplayed, masks_bad = [], [], [], [], []
     for i in range(len(batch)):

@@ -21,7 +21,10 @@ export --layout verl`` writes the files that name what is here:
   (response mask 1 on generated tokens only), hands each answer to the interaction, and appends the tool results
   and the next user turn as context (mask 0) until the episode is over or ``response_length`` is reached. The
   prompt's tokens never change, so functions released at a later turn (BFCL's miss_func) are shown in that turn's
-  user message, as ``<tools>`` schemas, rather than in the system prompt.
+  user message, as ``<tools>`` schemas, rather than in the system prompt. Each request asks for at most
+  ``max_new_tokens`` (agent_loop.json; trl-grpo's per-answer cap) within what is left of ``response_length``, and
+  an opening longer than ``prompt_length`` is refused, not left-truncated as verl's own loops do
+  (``coevolve-engine export`` measures both lengths on the data).
 """
 
 from __future__ import annotations
