@@ -79,9 +79,10 @@ def test_the_printed_lengths_hold_every_opening_episode_and_tool_result_in_qwen3
     assert f"tokens of {folder}" in result.output  # says what it measured with
     rows = datasets.Dataset.from_parquet(str(tmp_path / "x" / "train.parquet"), cache_dir=str(tmp_path / "c"))
     openings, shown = {}, {}
-    for row in rows:
+    for row in rows:  # every function the episode shows (Parquet gives the other rows' names None)
         shown[row["extra_info"]["task_id"]] = sorted(name for name, kwargs in row["extra_info"]["tools_kwargs"].items()
-                                                     if kwargs is not None)  # the ids verl's agent loop starts from: the opening with its tools, generation prompt added
+                                                     if kwargs is not None)
+        # the ids verl's agent loop starts from: the opening with its tools, generation prompt added
         openings[row["extra_info"]["task_id"]] = len(tokenizer.apply_chat_template(
             row["prompt"], tools=json.loads(row["extra_info"]["tools"]), add_generation_prompt=True, tokenize=True,
             return_dict=False))
