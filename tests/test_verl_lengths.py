@@ -83,9 +83,9 @@ def test_the_printed_lengths_hold_every_opening_episode_and_tool_result_in_qwen3
         shown[row["extra_info"]["task_id"]] = sorted(name for name, kwargs in row["extra_info"]["tools_kwargs"].items()
                                                      if kwargs is not None)
         # the ids verl's agent loop starts from: the opening with its tools, generation prompt added
-        openings[row["extra_info"]["task_id"]] = len(tokenizer.apply_chat_template(
+        openings[row["extra_info"]["task_id"]] = max(len(tokenizer.apply_chat_template(
             row["prompt"], tools=json.loads(row["extra_info"]["tools"]), add_generation_prompt=True, tokenize=True,
-            return_dict=False))
+            return_dict=False, **thinking)) for thinking in ({}, {"enable_thinking": False}))
     assert len(openings) == 12 and max(openings.values()) > 2000  # BFCL openings: thousands of tokens, not 512
     assert max(openings.values()) <= lengths["data.max_prompt_length"] < max(openings.values()) + 128
     functions = {entry["tool_schema"]["function"]["name"]: entry["tool_schema"]

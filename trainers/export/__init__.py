@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from coevolve_engine.adapters.agents.base import MAX_NEW_TOKENS
 from coevolve_engine.core.outputs import check_output, write_output
 from coevolve_engine.trainers.export.layouts import ExportTask, openrlhf_record, verl_row
 from coevolve_engine.trainers.export.verl_files import (
@@ -40,8 +41,6 @@ from coevolve_engine.trainers.export.weights import (
     weights_from_table,
     weights_mapping,
 )
-
-from coevolve_engine.adapters.agents.base import MAX_NEW_TOKENS
 
 if TYPE_CHECKING:
     from coevolve_engine.core.store import Store

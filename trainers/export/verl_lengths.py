@@ -6,14 +6,14 @@ verl's defaults (512 prompt tokens, 512 response tokens, 256 characters of a too
 multi-turn opening, and verl only warns when it left-truncates a prompt. The lengths are measured instead:
 
     prompt         the longest episode opening (system prompt, first user turn and the tools shown at it), as
-                   the chat template renders it with ``add_generation_prompt``: the ids verl's agent loop starts
-                   from. ``data.max_prompt_length`` is at least this.
+                   the chat template renders it with ``add_generation_prompt`` (thinking on or off, the longer):
+                   the ids verl's agent loop starts from. ``data.max_prompt_length`` is at least this.
     expected       each task's reference episode (``Environment.reference_solution``, one call per answer as the
                    reference agent plays it, each turn closed by a short reply), played through the episode
                    player: its tool results, later user turns and the functions released on the way.
     response       the longest expected episode after its opening, with every answer allowed the whole
                    per-answer cap: (tokens of the whole chat rendered with every function it shows) - (tokens of
-                   the opening) + answers x ``max_new_tokens``. ``data.max_response_length`` is at least this.
+                   the opening, without the generation prompt) + answers x ``max_new_tokens``. ``data.max_response_length`` is at least this.
     tool result    the longest tool result of an expected episode in characters, as verl counts
                    ``max_tool_response_length``.
     per answer     ``max_new_tokens`` (the run's ``[episode] max_new_tokens``, trl-grpo's cap per answer),
@@ -78,11 +78,15 @@ class TokenCounter:
         if self.tokenizer is None:
             text = json.dumps(messages) + json.dumps(tools)  # ASCII escapes: never fewer bytes than UTF-8
             return len(text.encode("utf-8")) + TEMPLATE_BYTES + MESSAGE_BYTES * (len(messages) + 1)
-        ids = self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=True,
-                                                 add_generation_prompt=add_generation_prompt)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
-            ids = ids["input_ids"]
-        return len(ids)
+        counts = []
+        # with the generation prompt, thinking off can add an empty think block (Qwen3): the longer of the two
+        for variables in ({}, {"enable_thinking": False}) if add_generation_prompt else ({},):
+            ids = self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=True,
+                                                     add_generation_prompt=add_generation_prompt, **variables)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
+                ids = ids["input_ids"]
+            counts.append(len(ids))
+        return max(counts)
 
     def context(self) -> int | None:
         """The tokenizer's stated context length, when it states a real one."""
@@ -151,9 +155,9 @@ def episode_size(environment: Any, task: "ExportTask", opening: "EpisodeOpening"
         return EpisodeSize(task.task_id, prompt, None, 0, 0)
     messages = [dict(m) for m in rollout.messages]
     answers = sum(m.get("role") == "assistant" for m in messages)
-    whole = counter.chat(messages, opening.functions)
+    after = counter.chat(messages, opening.functions) - counter.chat(opening.messages, opening.tools)
     tool_result = max((len(str(m.get("content") or "")) for m in messages if m.get("role") == "tool"), default=0)
-    return EpisodeSize(task.task_id, prompt, max(0, whole - prompt) + answers * max_new_tokens, answers, tool_result)
+    return EpisodeSize(task.task_id, prompt, max(0, after) + answers * max_new_tokens, answers, tool_result)
 
 
 def measure(environments: dict[str, Any], tasks: list["ExportTask"], openings: dict[str, "EpisodeOpening"], *,
