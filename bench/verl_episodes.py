@@ -288,13 +288,17 @@ def child_check(spec: dict, composed, report) -> str:
            f"trl-grpo's per-answer cap): max_tokens {min(server.caps or [0])}-{max(server.caps or [0])}")
     from types import SimpleNamespace
 
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase
+
     from coevolve_engine.trainers.verl_bfcl import EpisodeAgentLoop, VerlEpisodeError
 
+    hook = "_cap_text_prompt_length"  # verl's own: ct_build_initial_tokens left-truncates the opening through it
     try:
         EpisodeAgentLoop._cap_text_prompt_length(SimpleNamespace(prompt_length=4), list(range(5)))
         report(False, "an opening longer than data.max_prompt_length was let through")
     except VerlEpisodeError as exc:
-        report(True, f"an opening longer than data.max_prompt_length is refused, not cut: {exc}")
+        report(hasattr(AgentLoopBase, hook), f"an opening longer than data.max_prompt_length is refused, not cut "
+                                             f"(EpisodeAgentLoop.{hook} overrides verl's): {exc}")
     compute_score = get_custom_reward_fn(config)
     results, requests, mismatched, unplayed, masks_bad = [], [], [], [], []
     for i in range(len(batch)):
