@@ -359,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = {"overrides": overrides, "exports": sample_exports(Path(folder)),
                 "uniform_overrides": route_overrides(overrides["commands"], weighted=False),
                 "weighted_overrides": route_overrides(overrides["commands"], weighted=True),
-                "episodes": episodes().build(Path(folder))}
+                "episodes": None}
+        spec["episodes"] = episodes().build(Path(folder), spec["exports"]["tokenizer"])
         spec_path = Path(folder) / "spec.json"
         spec_path.write_text(json.dumps(spec))
         env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",

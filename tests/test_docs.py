@@ -112,3 +112,15 @@ def test_nothing_cites_a_file_outside_the_repository():
     assert not cited, cited
     for name in ("architecture.md", "store.md", "run.md", "trainers.md", "bfcl.md", "benchmarks.md"):
         assert (REPO / "docs" / name).is_file(), f"docs/{name} is missing"
+
+
+def test_the_pages_state_the_episode_step_cap_eval_has():
+    """`eval --max-steps` defaults to MAX_STEPS (0: no cap, as BFCL); a page that quotes a default quotes that one."""
+    from coevolve_engine.adapters.agents.rules import MAX_STEPS
+
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for number in re.findall(r"at most `--max-steps` (\d+)", text):
+            assert int(number) == MAX_STEPS, f"{page.name}: at most `--max-steps` {number}; the default: {MAX_STEPS}"
+    run_page = (REPO / "docs" / "run.md").read_text(encoding="utf-8")
+    assert ("no cap on its environment steps by default" in run_page) == (MAX_STEPS == 0)

@@ -204,7 +204,7 @@ def test_verl_rows_of_bfcl_tasks_open_the_episode_and_name_verls_configs(db_path
         {"name": "coevolve", "class_name": "coevolve_engine.trainers.verl_bfcl.EpisodeInteraction", "config": {}}]
     assert json.loads((out / "agent_loop.json").read_text()) == [
         {"name": "coevolve_episode", "_target_": "coevolve_engine.trainers.verl_bfcl.EpisodeAgentLoop",
-         "interaction_config_path": str(out / "interaction_config.json")}]
+         "interaction_config_path": str(out / "interaction_config.json"), "max_new_tokens": 256}]
 
 
 def test_a_task_whose_episode_cannot_start_is_named(store, tmp_path):

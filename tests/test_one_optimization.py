@@ -83,7 +83,8 @@ def start(tmp_path_factory):
     return folder
 
 
-def train_round(folder: Path, out: str, steps: int, *, start_step: int = 0, model: str = "", resume_from: str = ""):
+def train_round(folder: Path, out: str, steps: int, *, start_step: int = 0, model: str = "", resume_from: str = "",
+                schedule_steps: int = 0, trl_args: dict | None = None):
     """One round's trainer as the run builds it (``TRAINERS.build`` with the run's context), trained ``steps``."""
     policy = str(folder / "policy")
     sink = Collected()
@@ -91,8 +92,9 @@ def train_round(folder: Path, out: str, steps: int, *, start_step: int = 0, mode
                            environment=ShortAnswerEnvironment(), seed=0,
                            source=BatchSource({f"counter/{i}": 1.0 for i in range(1, 4)}, seed=0), sink=sink,
                            model=model or policy, output_dir=str(folder / out), start_step=start_step,
-                           policy_name="tiny", resume_from=resume_from, reference_model=policy)
-    trainer = TRAINERS.build("trl-grpo", {**OPTIONS, "use_cpu": True}, context)
+                           policy_name="tiny", resume_from=resume_from, reference_model=policy,
+                           schedule_steps=schedule_steps)
+    trainer = TRAINERS.build("trl-grpo", {**OPTIONS, "use_cpu": True, "trl_args": trl_args or {}}, context)
     report = trainer.train(steps)
     return trainer, report, sink.rollouts
 
@@ -176,11 +178,52 @@ def test_a_resumed_round_says_nothing_of_the_tied_output_embedding(runs, start):
     model = trainer.model
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()  # still one weight
 
+
+#: a schedule that moves at every step: cosine decay after one warm-up step
+COSINE = {"lr_scheduler_type": "cosine", "warmup_steps": 1}
+
+
+def logged_learning_rates(checkpoint: Path) -> list[float]:
+    """The learning rate transformers logged at each optimizer step of the optimization (its trainer_state.json)."""
+    import json
+
+    history = json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+    return [entry["learning_rate"] for entry in history if "learning_rate" in entry]
+
+
+def test_a_cosine_schedule_with_warm_up_spans_the_runs_steps_not_each_rounds(start):
+    """2 rounds of 2 steps under one schedule of 4 steps follow the learning rates of 1 round of 4, and end with its
+    weights; a round that would run past the schedule's steps is refused."""
+    _, long, _ = train_round(start, "cosine-long", 4, schedule_steps=4, trl_args=COSINE)
+    _, first, _ = train_round(start, "cosine-0", 2, schedule_steps=4, trl_args=COSINE)
+    _, second, _ = train_round(start, "cosine-1", 2, start_step=2, model=str(first.checkpoint),
+                               resume_from=str(first.checkpoint), schedule_steps=4, trl_args=COSINE)
+    # warm-up to 1e-3 over one step, then cosine decay to 0 at step 4
+    assert logged_learning_rates(long.checkpoint) == pytest.approx([0.0, 1e-3, 7.5e-4, 2.5e-4], abs=1e-12)
+    assert logged_learning_rates(second.checkpoint) == logged_learning_rates(long.checkpoint)
+    assert_close(weights(second.checkpoint), weights(long.checkpoint))
+    with pytest.raises(Exception, match="past the 4 steps its learning-rate schedule spans"):
+        train_round(start, "cosine-2", 2, start_step=4, model=str(second.checkpoint),
+                    resume_from=str(second.checkpoint), schedule_steps=4, trl_args=COSINE)
+
+
+@pytest.mark.parametrize("schedule", ["reduce_lr_on_plateau", "greedy"])
+def test_a_schedule_that_follows_metrics_is_refused_before_a_round(schedule):
+    """Their learning rate is not a function of the step: trl-grpo's options check refuses them by name."""
+    from coevolve_engine.core.errors import CoevolveError
+
+    trainer = TRAINERS.load("trl-grpo")
+    with pytest.raises(CoevolveError, match=f"lr_scheduler_type = '{schedule}'"):
+        trainer.check_options({**OPTIONS, "trl_args": {"lr_scheduler_type": schedule}}, "trainer trl-grpo")
+
+
 # -- the same from the outside: `coevolve-engine demo --quick` --------------------------------------------------
 
-#: nothing changes the data between rounds: no synthesis, uniform weights, no evaluation; a KL term
+#: nothing changes the data between rounds: no synthesis, uniform weights, no evaluation; a KL term; a learning
+#: rate that changes at every step (cosine after one warm-up step), which the rounds must share
 STEADY = ["--set", "synthesis.synthesizer=none", "--set", "curriculum.strategy=uniform",
-          "--set", "curriculum.settings={}", "--set", "eval.every=0", "--set", "trainer.options.beta=0.04"]
+          "--set", "curriculum.settings={}", "--set", "eval.every=0", "--set", "trainer.options.beta=0.04",
+          "--set", 'trainer.options.trl_args={lr_scheduler_type = "cosine", warmup_steps = 1}']
 
 
 def demo(folder: Path, *args: str) -> None:
@@ -209,7 +252,7 @@ def demos(tmp_path_factory):
     return root, warm
 
 
-def test_the_quick_demo_as_2_rounds_of_2_steps_ends_where_1_round_of_4_does(demos):
+def test_the_quick_demo_as_2_rounds_of_2_steps_ends_where_1_round_of_4_does_under_cosine_with_warm_up(demos):
     root, warm = demos
     split = weights(root / "split" / "checkpoints" / "round-1" / "checkpoint-4")
     long = weights(root / "long" / "checkpoints" / "round-0" / "checkpoint-4")
@@ -218,6 +261,9 @@ def test_the_quick_demo_as_2_rounds_of_2_steps_ends_where_1_round_of_4_does(demo
     assert max(differences.values()) < 1e-5 * largest, differences
     start = weights(warm)
     assert any(not torch.equal(start[name], long[name]) for name in long)  # GRPO moved the policy
+    rates = logged_learning_rates(root / "long" / "checkpoints" / "round-0" / "checkpoint-4")
+    assert len(rates) == 4 and rates[0] == 0.0 and rates[1] > rates[2] > rates[3] > 0  # warm-up, then cosine
+    assert logged_learning_rates(root / "split" / "checkpoints" / "round-1" / "checkpoint-4") == rates
     with Store(root / "split" / "demo.duckdb", read_only=True) as a, \
             Store(root / "long" / "demo.duckdb", read_only=True) as b:
         query = "SELECT step, group_id, reward, actions::VARCHAR FROM trajectories WHERE step > 0 ORDER BY ALL"

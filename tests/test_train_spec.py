@@ -13,7 +13,8 @@ from coevolve_engine.loop.train_round import SpecError, TrainSpec
 SPEC = TrainSpec(db="/runs/store.duckdb", wait=30.0, env="calc", env_options={"n": 3}, round=2, trainer="trl-grpo",
                  model="/ckpt/round-1", resume_from="/ckpt/round-1", reference_model="/models/start",
                  options={"group_size": 4, "max_steps": 0}, output_dir="/ckpt/round-2", seed=7, start_step=20,
-                 steps=10, policy_name="policy", steps_per_write=1, label="run round 2 train", echo_label="round 2")
+                 steps=10, schedule_steps=40, policy_name="policy", steps_per_write=1, label="run round 2 train",
+                 echo_label="round 2")
 
 
 def test_a_spec_survives_the_file_between_processes():

@@ -91,6 +91,8 @@ def test_the_verl_check_passes_against_the_installed_verl():
     for item in ("verl's AgentLoopWorker played 50 episodes", "every user turn played",
                  "reward function's verdict == the episode player's on the same answers in 50/50 episodes",
                  "response mask: 1 on exactly the tokens the server generated", "ran through the verl tools",
+                 "0 truncated prompts: every episode's prompt is its whole opening",
+                 "requests asked for at most 256 tokens", "is refused, not cut",
                  "verl's RayPPOTrainer._log_rollout_data wrote", "in 2 groups named by verl's uid",
                  "signal view boundary"):
         assert item in result.stdout, item

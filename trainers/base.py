@@ -149,6 +149,9 @@ class TrainContext(PluginContext):
     #: the run's starting policy (warm-up checkpoint or trainer.model): the KL reference of every round when the
     #: run is one optimization ("": ``model``)
     reference_model: str = ""
+    #: the optimizer steps the learning-rate schedule spans from the optimization's first step (the run's rounds x
+    #: steps_per_round when it is one optimization, the round's steps otherwise); 0: the trainer's own choice
+    schedule_steps: int = 0
 
 
 class Trainer(ABC):

@@ -23,7 +23,10 @@ export --layout verl`` writes the files that name what is here:
   to the interaction (decoded as BFCL's handler for the policy's family decodes it) and appends the tool results
   and the next user turn (mask 0) until the episode is over or ``response_length`` is reached. A chat template
   that drops earlier turns' reasoning (Qwen3 with thinking on) is refused with a message: verl returns one
-  sequence per episode and cannot carry the re-rendered contexts.
+  sequence per episode and cannot carry the re-rendered contexts. Each request asks for at most
+  ``max_new_tokens`` (agent_loop.json; trl-grpo's per-answer cap) within what is left of ``response_length``, and
+  an opening longer than ``prompt_length`` is refused, not left-truncated as verl's own loops do
+  (``coevolve-engine export`` measures both lengths on the data).
 """
 
 from __future__ import annotations
@@ -276,10 +279,28 @@ def load_interactions(path: str | None) -> dict[str, EpisodeInteraction]:
 class EpisodeAgentLoop(ToolAgentLoop):
     """verl's tool agent loop, playing whole episodes with the interaction and the tools (see the module doc)."""
 
-    def __init__(self, *args: Any, interaction_config_path: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, interaction_config_path: str | None = None, max_new_tokens: int | None = None,
+                 **kwargs: Any) -> None:
         kwargs.pop("name", None)  # the agent loop config's own name
         super().__init__(*args, **kwargs)
         self.interactions = load_interactions(interaction_config_path)
+        self.max_new_tokens = max_new_tokens  # per answer, as trl-grpo caps each (agent_loop.json; None: no cap)
+
+    def _cap_text_prompt_length(self, prompt_ids: list[int]) -> list[int]:
+        """verl left-truncates an opening longer than prompt_length with a warning; a cut opening is another
+        task, so it is refused (``export`` measures data.max_prompt_length on the exported openings)."""
+        if len(prompt_ids) > self.prompt_length:
+            raise VerlEpisodeError(f"an episode opening of {len(prompt_ids)} tokens exceeds data.max_prompt_length="
+                                   f"{self.prompt_length}: verl would cut it; use the lengths `coevolve-engine export` "
+                                   "printed for this data and this tokenizer (--tokenizer)")
+        return prompt_ids
+
+    def _answer_params(self, sampling_params: dict[str, Any], used: int) -> dict[str, Any]:
+        """The request's sampling parameters with its token cap: the per-answer cap within what is left of
+        response_length."""
+        if not self.max_new_tokens:
+            return sampling_params
+        return {**sampling_params, "max_tokens": max(1, min(self.max_new_tokens, self.response_length - used))}
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
@@ -295,9 +316,11 @@ class EpisodeAgentLoop(ToolAgentLoop):
         request_id = uuid4().hex
         instance_id = await interaction.start_interaction(request_id, tools=self.tools, **handle)
 
-        async def generate(prompt_ids: list[int]) -> tuple[list[int], list[float] | None]:
+        async def generate(prompt_ids: list[int], used: int) -> tuple[list[int], list[float] | None]:
+            if not used:  # the episode's opening: refused when verl would cut it
+                self._cap_text_prompt_length(prompt_ids)
             output = await self.server_manager.generate(request_id=request_id, prompt_ids=prompt_ids,
-                                                        sampling_params=sampling_params)
+                                                        sampling_params=self._answer_params(sampling_params, used))
             return list(output.token_ids), (list(output.log_probs) if output.log_probs else None)
 
         try:

@@ -26,8 +26,8 @@ from coevolve_engine.adapters.agents.chat_tokens import ChatTokens, EpisodeToken
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.rollout import STOP_MAX_TOKENS
 
-#: generate(prompt ids) -> (the answer's ids, their log-probabilities or None)
-Generate = Callable[[list[int]], Awaitable[tuple[list[int], list[float] | None]]]
+#: a model call: (the ids to continue, the tokens the episode has generated so far) -> (new ids, their log-probs)
+Generate = Callable[[list[int], int], Awaitable[tuple[list[int], list[float] | None]]]
 
 
 class ThinkingOnRefused(CoevolveError):
@@ -70,7 +70,7 @@ async def play_tokens(play: Any, chat: ChatTokens, answer: Callable[[str], Await
     drop = {chat.tokenizer.eos_token_id, chat.tokenizer.pad_token_id}
     while not play.done:
         run.prompts.append(tokens.ids)
-        ids, logprobs = await generate(tokens.ids)
+        ids, logprobs = await generate(tokens.ids, len(tokens.completion_ids))
         run.logprobs = run.logprobs or bool(logprobs)
         tokens.add(list(ids), sampled=True, logprobs=list(logprobs) if logprobs else None)
         run.answers.append(chat.tokenizer.decode([t for t in ids if t not in drop], skip_special_tokens=False))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.adapters.agents.base import MAX_NEW_TOKENS
 from coevolve_engine.adapters.importers import ImportOptions, import_rollouts as run_import, read_manifest
 from coevolve_engine.cli.options import Count, Number, ROUND, db_option, renamed, require_store, wait_option
 from coevolve_engine.core.store import Store
@@ -33,7 +34,9 @@ verl (train.parquet, read by verl's RLHFDataset; keys checked against verl 0.9.1
   Tasks of an installed environment (BFCL) play whole episodes in verl: the prompt is the episode's opening
   (extra_info.tools: its tools, tools_kwargs: every function), agent_name names the agent loop, and
   tool_config.json, interaction_config.json and agent_loop.json are written with the command that uses
-  them (coevolve_engine.trainers.verl_bfcl: agent loop, interaction, tools, reward function).
+  them (coevolve_engine.trainers.verl_bfcl: agent loop, interaction, tools, reward function). Its lengths
+  are measured on the episodes (the longest opening with its tools; the longest reference episode, each
+  answer allowed --max-new-tokens; the longest tool result) with --tokenizer, so verl cuts nothing.
 \b
 OpenRLHF (train.jsonl): --prompt_data export/r3/train.jsonl --input_key input --label_key label
   --apply_chat_template (newer releases: --data.prompt_dataset, --data.input_key, --data.label_key);
@@ -56,6 +59,13 @@ manifest.json maps each row index to its task and weight; import-rollouts --mani
                    "of single prompts instead of whole episodes).")
 @click.option("--tool", "tools", multiple=True,
               help="verl: a tool name that receives the task in extra_info.tools_kwargs (repeatable).")
+@click.option("--tokenizer", default=None, metavar="PATH",
+              help="verl: the policy's tokenizer (a model or tokenizer directory) to measure the episodes' lengths "
+                   "with; without it they are bounded by UTF-8 bytes (any byte-level BPE vocabulary uses fewer "
+                   "tokens), which over-reserves.")
+@click.option("--max-new-tokens", type=Count(min=1), default=MAX_NEW_TOKENS, show_default=True,
+              help="verl: tokens the policy may write per answer (the run's [episode] max_new_tokens); each answer "
+                   "of the expected episodes is allowed this many in data.max_response_length.")
 @click.option("--force", is_flag=True,
               help="Replace files in --output that are not of the kind written (a store is never replaced).")
 @renamed("--format", "layout", type=click.Choice(LAYOUTS))
@@ -63,7 +73,8 @@ manifest.json maps each row index to its task and weight; import-rollouts --mani
 @db_option
 @wait_option
 def export(round_: int | None, layout: str | None, output: Path | None, weights_from_round: int | None, uniform: bool,
-           interaction: str, tools: tuple[str, ...], force: bool, db: Path, wait: float) -> None:
+           interaction: str, tools: tuple[str, ...], tokenizer: str | None, max_new_tokens: int, force: bool,
+           db: Path, wait: float) -> None:
     """Write a round's weighted task set for verl or OpenRLHF: one row per task with a weight above 0.
 
     Weights come from the store's task_weights table (the curriculum writes one set per round), from
@@ -82,13 +93,15 @@ def export(round_: int | None, layout: str | None, output: Path | None, weights_
                                            "weights`, or export every task with weight 1 with --uniform")
             round_ = 0 if round_ is None else round_
         report = export_round(store, round_, layout, output, weights_from_round=weights_from_round, uniform=uniform,
-                              interaction=interaction or None, tools=tools, force=force)
+                              interaction=interaction or None, tools=tools, force=force, tokenizer=tokenizer,
+                              max_new_tokens=max_new_tokens)
     click.echo(f"{report.data_file}: {report.rows} tasks (weights from {report.weights_source}"
                + (f"; {report.left_out} with weight 0 left out" if report.left_out else "") + ")")
     click.echo(f"{report.manifest}: row index -> task id and weight")
     if report.verl_files:
         click.echo(f"{report.verl_files['tools']}, {report.verl_files['interaction']}, "
                    f"{report.verl_files['agent_loop']}: verl's tools, interaction and agent loop for whole episodes")
+        click.echo(report.verl_lengths.describe())
         click.echo("train with (MODEL, ROLLOUTS and the GPUs are yours; the hyperparameters: docs/trainers.md, "
                    "\"verl and OpenRLHF\"):")
         click.echo(report.verl_command)

@@ -55,6 +55,7 @@ class TrainSpec:
     seed: int
     start_step: int  # the step before the round's first
     steps: int
+    schedule_steps: int  # the optimizer steps the learning-rate schedule spans from the optimization's first
     policy_name: str
     steps_per_write: int
     label: str  # names the rollouts' writes in the ingests table
@@ -96,7 +97,7 @@ def train_round(spec: TrainSpec, echo: Callable[[str], None] = print) -> dict[st
     context = TrainContext(store_path=db, env=spec.env, environment=environment, seed=spec.seed, wait=spec.wait,
                            source=source, sink=sink, model=spec.model, output_dir=spec.output_dir,
                            start_step=spec.start_step, policy_name=spec.policy_name, resume_from=spec.resume_from,
-                           reference_model=spec.reference_model)
+                           reference_model=spec.reference_model, schedule_steps=spec.schedule_steps)
     trainer = TRAINERS.build(spec.trainer, spec.options, context)
     trainer.progress = lambda line: detail(echo, f"{spec.echo_label} {line}")  # the trainer's own lines, logged
     report = trainer.train(spec.steps)

@@ -107,6 +107,8 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         output_dir=str(checkpoint_folder(c.trainer.output_dir, run.db).resolve() / f"round-{round_}"),
         seed=c.seed if one else c.seed + round_,  # one optimization: one seed, its draws numbered by step
         start_step=first - 1, steps=steps, policy_name=c.trainer.policy_name,
+        # one optimization: one schedule over the run's steps from round 0; else each round's own
+        schedule_steps=c.rounds * steps if one else steps,
         steps_per_write=c.trainer.steps_per_write,
         label=train_label(round_),  # names the rollouts' writes in the ingests table
         echo_label=label,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from coevolve_engine.adapters.agents.base import MAX_NEW_TOKENS
 from coevolve_engine.core.outputs import check_output, write_output
 from coevolve_engine.trainers.export.layouts import ExportTask, openrlhf_record, verl_row
 from coevolve_engine.trainers.export.verl_files import (
@@ -32,6 +33,7 @@ from coevolve_engine.trainers.export.verl_files import (
     verl_command,
     write_verl_files,
 )
+from coevolve_engine.trainers.export.verl_lengths import VerlLengths, measure as measure_lengths
 from coevolve_engine.trainers.export.weights import (
     ExportError,
     RoundWeights,
@@ -74,6 +76,7 @@ class ExportReport:
     weights_source: str
     verl_files: dict[str, Path] | None = None  # verl: tool, interaction and agent-loop configs (episodes played)
     verl_command: str | None = None  # verl: a main_ppo command that trains on the export with them
+    verl_lengths: "VerlLengths | None" = None  # verl: the lengths measured on the episodes, set by the command
 
 
 def load_tasks(store: "Store", weights: dict[str, float]) -> list[ExportTask]:
@@ -137,13 +140,17 @@ def export_round(
     interaction: str | None = "coevolve",
     tools: tuple[str, ...] = (),
     force: bool = False,
+    tokenizer: str | None = None,
+    max_new_tokens: int = MAX_NEW_TOKENS,
 ) -> ExportReport:
     """Write round ``round``'s weighted task set to directory ``out`` in ``format`` ('verl' or 'openrlhf').
 
     ``weights`` (a mapping task_id -> weight, or a polars/pyarrow table with task_id and weight) overrides
     the store; otherwise the weights are read from ``task_weights`` for ``weights_from_round`` (default
     ``round``), or every task gets weight 1 with ``uniform=True``. ``interaction`` and ``tools`` name the
-    verl interaction and tools that receive the task (see ``layouts``). Files are written as every output is
+    verl interaction and tools that receive the task (see ``layouts``). For whole episodes, verl's lengths are
+    measured on them (``verl_lengths``) with ``tokenizer`` (the policy's; None: a stated byte bound), each answer
+    allowed ``max_new_tokens``, and set by the printed command. Files are written as every output is
     (``coevolve_engine.core.outputs``): never over the store, nor, without ``force``, over a file of another kind.
     """
     if format not in FORMATS:
@@ -162,16 +169,22 @@ def export_round(
     check_output(manifest, "json", db=store.path, force=force)
     files: dict[str, Path] | None = None
     command: str | None = None
+    lengths: VerlLengths | None = None
     if format == "verl":
-        openings = episode_openings(tasks) if interaction and not tools else {}
+        environments: dict[str, Any] = {}
+        openings = episode_openings(tasks, environments) if interaction and not tools else {}
         for name in VERL_FILES.values() if openings else ():
             check_output(out_dir / name, "json", db=store.path, force=force)
+        if openings:  # measured before anything is written: a length that cannot be met is refused first
+            lengths = measure_lengths(environments, tasks, openings, tokenizer=tokenizer,
+                                      max_new_tokens=max_new_tokens)
         rows = [verl_row(task, i, interaction=interaction, tools=tuple(tools), opening=openings.get(task.task_id),
                          agent_loop=AGENT_LOOP) for i, task in enumerate(tasks)]
         write_output(data_file, _parquet_bytes(rows), "parquet", db=store.path, force=force)
         if openings:
-            files = write_verl_files(out_dir, list(openings.values()), interaction, db=store.path, force=force)
-            command = verl_command(data_file, files)
+            files = write_verl_files(out_dir, list(openings.values()), interaction, db=store.path, force=force,
+                                     max_new_tokens=max_new_tokens)
+            command = verl_command(data_file, files, lengths)
     else:
         rows = [openrlhf_record(task, i) for i, task in enumerate(tasks)]
         write_output(data_file, _jsonl_text(rows), "jsonl", db=store.path, force=force)
@@ -184,5 +197,5 @@ def export_round(
     }, indent=1) + "\n", "json", db=store.path, force=force)
     return ExportReport(
         format, round, data_file, manifest, len(tasks), len(resolved.weights) - len(tasks), resolved.source,
-        files, command,
+        files, command, lengths,
     )

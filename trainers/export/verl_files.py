@@ -25,6 +25,7 @@ from coevolve_engine.trainers.export.weights import ExportError
 
 if TYPE_CHECKING:
     from coevolve_engine.trainers.export.layouts import EpisodeOpening, ExportTask
+    from coevolve_engine.trainers.export.verl_lengths import VerlLengths
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +34,11 @@ AGENT_LOOP = "coevolve_episode"  # the name agent_loop.json gives verl_bfcl.Epis
 FILES = {"tools": "tool_config.json", "interaction": "interaction_config.json", "agent_loop": "agent_loop.json"}
 
 
-def episode_openings(tasks: list["ExportTask"]) -> dict[str, "EpisodeOpening"]:
+def episode_openings(tasks: list["ExportTask"], environments: dict[str, object] | None = None
+                     ) -> dict[str, "EpisodeOpening"]:
     """Each task's episode opening, for the tasks whose environment this install can load (others keep the
-    task's prompt alone, as a single-turn row)."""
-    environments: dict[str, object] = {}
+    task's prompt alone, as a single-turn row); ``environments`` (by name) is filled with those loaded."""
+    environments = {} if environments is None else environments
     openings = {}
     for task in tasks:
         name = task.env or ""
@@ -57,8 +59,9 @@ def episode_openings(tasks: list["ExportTask"]) -> dict[str, "EpisodeOpening"]:
 
 
 def write_verl_files(out_dir: Path, openings: list["EpisodeOpening"], interaction: str, *, db: Path | None,
-                     force: bool = False) -> dict[str, Path]:
-    """Write the three configs into ``out_dir``; returns their paths by kind."""
+                     force: bool = False, max_new_tokens: int | None = None) -> dict[str, Path]:
+    """Write the three configs into ``out_dir``; returns their paths by kind. ``max_new_tokens``: the agent loop's
+    cap on the tokens of each answer (verl's own loop has none: one answer may take the whole response)."""
     paths = {kind: out_dir / name for kind, name in FILES.items()}
     functions: dict[str, dict] = {}
     for opening in openings:
@@ -69,19 +72,22 @@ def write_verl_files(out_dir: Path, openings: list["EpisodeOpening"], interactio
     interactions = {"interaction": [{"name": interaction, "class_name": f"{MODULE}.EpisodeInteraction",
                                      "config": {}}]}
     loops = [{"name": AGENT_LOOP, "_target_": f"{MODULE}.EpisodeAgentLoop",
-              "interaction_config_path": str(paths["interaction"])}]
+              "interaction_config_path": str(paths["interaction"]),
+              **({"max_new_tokens": max_new_tokens} if max_new_tokens else {})}]
     for kind, content in (("tools", tools), ("interaction", interactions), ("agent_loop", loops)):
         write_output(paths[kind], json.dumps(content, indent=1, ensure_ascii=False) + "\n", "json", db=db,
                      force=force)
     return paths
 
 
-def verl_command(data_file: Path, files: dict[str, Path]) -> str:
-    """A verl command that plays the exported episodes: the configs, the reward function, the data; the
-    hyperparameters (docs/trainers.md, "verl and OpenRLHF") and MODEL, ROLLOUTS and the GPUs are the user's."""
+def verl_command(data_file: Path, files: dict[str, Path], lengths: "VerlLengths | None" = None) -> str:
+    """A verl command that plays the exported episodes: the configs, the reward function, the data and the lengths
+    measured on it (``verl_lengths``); the hyperparameters (docs/trainers.md, "verl and OpenRLHF") and MODEL,
+    ROLLOUTS and the GPUs are the user's."""
     lines = [
         "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo",
         f"data.train_files={data_file} data.val_files={data_file} trainer.val_before_train=False",
+        *([" ".join(lengths.overrides()[:2]), lengths.overrides()[2]] if lengths is not None else []),
         "actor_rollout_ref.model.path=MODEL actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=8",
         "actor_rollout_ref.rollout.multi_turn.enable=True",
         # thinking off: verl keeps one sequence per episode, so it cannot show a policy the contexts a template that

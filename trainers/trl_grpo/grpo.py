@@ -10,6 +10,9 @@ Besides TRL's public ``rollout_func`` and ``reward_funcs`` (passed by ``TRLGRPOT
   ``n + 1`` of the run: a train() call's sampler starts at ``first_draw``, the steps done before it.
 - ``training_step`` (transformers' public hook): keeps the step's rows in ``rows`` before TRL generates, since
   ``rollout_func`` is handed the prompts and the trainer only, and an episode needs its row's task.
+- ``create_scheduler`` (transformers' public hook): the learning-rate schedule and its warm-up span
+  ``schedule_steps`` (the run's steps) rather than the steps done when this train() call ends, so a run split
+  into rounds follows the one schedule an unsplit run would (the checkpoint carries the step it is at).
 - ``_generate_and_score_completions`` (private, pinned by tests/test_trl_contract.py): TRL's batch has one row
   per episode; where an episode holds several token segments (a chat template that drops earlier reasoning,
   see ``adapters/agents/chat_tokens.py``), ``segment_batch`` rebuilds it with one row per segment, each with its
@@ -36,6 +39,7 @@ class CoevolveGRPOTrainer(GRPOTrainer):
         self.source = source
         self.first_draw = 0  # the run's draw number of the next train() call's first step (set before each)
         self.rows: list[dict[str, Any]] = []  # the rows of the step being trained
+        self.schedule_steps = 0  # the optimizer steps the schedule spans (0: the train() call's max_steps)
         super().__init__(*args, **kwargs)
 
     def _get_train_sampler(self, dataset=None) -> WeightedGroupSampler:
@@ -47,6 +51,9 @@ class CoevolveGRPOTrainer(GRPOTrainer):
             repeat_count=self.num_iterations * self.args.steps_per_generation, seed=self.source.seed,
             start_step=self.first_draw, num_batches=max(1, len(task_ids) // groups),
         )
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.rows = inputs

@@ -63,7 +63,8 @@ class TRLGRPOConfig:
         "help": "groups (tasks) drawn per optimizer step by each training process: under `accelerate launch "
                 "--num_processes P` a step draws P times as many (4 x 8 = the paper's batch of 32)"})
     learning_rate: float = field(default=1e-6,
-        metadata={"help": "constant learning rate (paper 1e-6; a random tiny model needs ~1e-3)"})
+        metadata={"help": "learning rate (paper 1e-6, constant; a random tiny model needs ~1e-3); a schedule and "
+                          "warm-up come from trl_args (lr_scheduler_type, warmup_steps) and span schedule_steps"})
     beta: float = field(default=1e-3,
         metadata={"help": "KL coefficient against the reference policy (0 drops the reference model)"})
     epsilon: float = field(default=0.2, metadata={"help": "lower clipping range of the policy ratio"})
@@ -108,6 +109,10 @@ class TRLGRPOConfig:
     activation_checkpointing: bool = field(default=False, metadata={
         "help": "recompute each layer's activations in the backward pass instead of keeping them (less memory, "
                 "about a third more compute)"})
+    schedule_steps: int = field(default=0, metadata={
+        "help": "optimizer steps the learning-rate schedule (and its warm-up) spans from the optimization's first "
+                "step: the run sets its rounds x steps_per_round, so rounds continue one schedule; 0: the steps "
+                "done when a train() call ends"})
     trl_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "further GRPOConfig fields, passed as is"})
 
     def __post_init__(self) -> None:
@@ -151,12 +156,23 @@ class TRLGRPOConfig:
                              "(num_generations is group_size; per_device_train_batch_size, gradient_accumulation_steps "
                              "and steps_per_generation follow micro_batch_size; TRL's generation_batch_size is the "
                              "step's episodes; gradient_checkpointing is activation_checkpointing)")
+        if self.schedule_steps < 0:
+            raise ValueError(f"schedule_steps must be >= 0 (got {self.schedule_steps})")
+        schedule = str(self.trl_args.get("lr_scheduler_type", "constant"))
+        if schedule in STEP_FREE_SCHEDULES:
+            raise ValueError(f"trl_args.lr_scheduler_type = {schedule!r}: its learning rate follows evaluation "
+                             "metrics, not the optimizer step, and trl-grpo evaluates nothing while training, so the "
+                             "schedule could not be carried from round to round; use a schedule of the step "
+                             "(constant, linear, cosine, constant_with_warmup, ...)")
 
 
 def _divisor_below(n: int, bound: int) -> int:
     """The largest divisor of ``n`` below ``bound`` (a valid micro_batch_size to suggest)."""
     return max(d for d in range(1, min(n, bound) + 1) if n % d == 0)
 
+
+#: transformers' schedules whose learning rate is not a function of the optimizer step (they follow metrics)
+STEP_FREE_SCHEDULES = ("reduce_lr_on_plateau", "greedy")
 
 # transformers 5 renamed gradient_checkpointing to activation_checkpointing; TRL still uses the old names, and
 # the warnings say nothing a user of this trainer can act on.
@@ -293,7 +309,7 @@ class TRLGRPOTrainer(Trainer):
                    reward_funcs=reward_funcs, start_step=start_step)
 
     options_class = TRLGRPOConfig
-    run_sets = ("model", "output_dir", "seed", "policy_name", "save_checkpoint", "resume_from")
+    run_sets = ("model", "output_dir", "seed", "policy_name", "save_checkpoint", "resume_from", "schedule_steps")
     carries_optimization = True
 
     @classmethod
@@ -308,7 +324,7 @@ class TRLGRPOTrainer(Trainer):
         model = (c.reference_model or c.model) if c.resume_from else c.model
         config = options_config(TRLGRPOConfig, options, dict(
             model=model, output_dir=c.output_dir, seed=c.seed, policy_name=c.policy_name, save_checkpoint=True,
-            resume_from=c.resume_from), "trainer trl-grpo", reserved=cls.run_sets)
+            resume_from=c.resume_from, schedule_steps=c.schedule_steps), "trainer trl-grpo", reserved=cls.run_sets)
         return cls.from_store(c.store_path, config, c.environment, c.source, sink=c.sink, start_step=c.start_step,
                               wait=c.wait)
 
@@ -323,6 +339,10 @@ class TRLGRPOTrainer(Trainer):
         groups, rollouts, first = self.groups, self.rollouts, self.steps_done + 1
         self._first_global = _global_step(self._resume)
         self._grpo.args.max_steps = self._first_global + steps  # the optimization's step count, carried on
+        if self.config.schedule_steps and self._grpo.args.max_steps > self.config.schedule_steps:
+            raise CoevolveError(f"this train() call would end at optimizer step {self._grpo.args.max_steps}, past the "
+                                f"{self.config.schedule_steps} steps its learning-rate schedule spans (schedule_steps)")
+        self._grpo.schedule_steps = self.config.schedule_steps
         self._grpo.first_draw = self.steps_done  # the run's step numbers the draws, whichever call makes them
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
