@@ -47,7 +47,10 @@ from coevolve_engine.demo import STORE_NAME
 
 _SCRIPT = Path(sys.executable).parent / "coevolve-engine"
 ENGINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "coevolve_engine.cli"]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
+# one torch thread unless OMP_NUM_THREADS says otherwise: on a shared machine two threads that wait for each other
+# are slower than one; the reference and every attempt run alike
+ENV = {"OMP_NUM_THREADS": "1", **os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+       "PYTHONUNBUFFERED": "1"}
 
 LEFT_OUT_TABLES = {"store_lease", "lock_holds", "ingests"}
 LEFT_OUT_COLUMNS = {"seconds", "latency_s", "waited", "pid", "host", "process_start", "attempts", "ingest_id",
