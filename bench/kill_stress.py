@@ -13,10 +13,11 @@ process that resumes it, at a moment drawn the same way over what remained. The 
 of the store is compared with the reference's, row for row (as sorted sets), after what depends on when and
 where a run happened is normalised:
 
-- the run's folder in any text (paths) becomes ``<DIR>``;
+- the run's folder in any text (paths) becomes ``<DIR>``, and an evaluation's id (a hash of its checkpoint's
+  path) becomes its label and step;
 - columns of clock time (TIMESTAMP), seconds and latencies, process ids and hosts, and ``run_phases.attempts``
   (a resumed phase counts its attempts) are left out, and so are JSON keys of durations (``*seconds*``,
-  ``timings``, ``*_s``, ...);
+  ``timings``, ``*_s``, peak memory, ...);
 - ``store_lease`` (who holds the store) and ``lock_holds`` are left out, and so are the bookkeeping columns
   ``ingest_id``, ``ingest_line``, ``call_id`` and the ``ingests`` log itself (a killed attempt's ingest is
   recorded; what it ingested is removed and compared through ``trajectories``).
@@ -56,7 +57,7 @@ LEFT_OUT_TABLES = {"store_lease", "lock_holds", "ingests"}
 LEFT_OUT_COLUMNS = {"seconds", "latency_s", "waited", "pid", "host", "process_start", "attempts", "ingest_id",
                     "ingest_line", "call_id"}
 CLOCK_TYPES = ("TIMESTAMP", "DATE", "TIME")
-VOLATILE_KEY = re.compile(r"seconds|timings|elapsed|latency|took|_s$|^wall|^pid$|_at$", re.IGNORECASE)
+VOLATILE_KEY = re.compile(r"seconds|timings|elapsed|latency|took|_s$|^wall|^pid$|_at$|rss", re.IGNORECASE)
 
 
 def demo_command(folder: Path) -> list[str]:
@@ -79,26 +80,32 @@ def run_demo(folder: Path, kill_after: float | None, log: Path) -> tuple[str, fl
     return f"exit {process.returncode}", time.monotonic() - started
 
 
-def _normal_json(value, folder: str):
-    if isinstance(value, dict):
-        return {k: _normal_json(v, folder) for k, v in value.items() if not VOLATILE_KEY.search(k)}
-    if isinstance(value, list):
-        return [_normal_json(v, folder) for v in value]
-    if isinstance(value, str):
-        return value.replace(folder, "<DIR>")
+def _text(value: str, aliases: dict[str, str]) -> str:
+    for old, new in aliases.items():
+        value = value.replace(old, new)
     return value
 
 
-def _normal(value, kind: str, folder: str):
+def _normal_json(value, aliases: dict[str, str]):
+    if isinstance(value, dict):
+        return {k: _normal_json(v, aliases) for k, v in value.items() if not VOLATILE_KEY.search(k)}
+    if isinstance(value, list):
+        return [_normal_json(v, aliases) for v in value]
+    if isinstance(value, str):
+        return _text(value, aliases)
+    return value
+
+
+def _normal(value, kind: str, aliases: dict[str, str]):
     if kind == "JSON" and isinstance(value, str):
         try:
-            return json.dumps(_normal_json(json.loads(value), folder), sort_keys=True)
+            return json.dumps(_normal_json(json.loads(value), aliases), sort_keys=True)
         except ValueError:
             pass
     if isinstance(value, str):
-        return value.replace(folder, "<DIR>")
+        return _text(value, aliases)
     if isinstance(value, list):
-        return tuple(_normal(v, "", folder) for v in value)
+        return tuple(_normal(v, "", aliases) for v in value)
     return value
 
 
@@ -108,6 +115,10 @@ def snapshot(folder: Path) -> dict[str, list[tuple]]:
     try:
         tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
                                             "ORDER BY table_name").fetchall() if t not in LEFT_OUT_TABLES]
+        # the folder, and the evaluation ids made from a checkpoint's path, name where the run happened
+        aliases = {str(folder): "<DIR>"}
+        aliases.update({eval_id: f"<eval {label} at step {step}>" for eval_id, label, step in con.execute(
+            "SELECT eval_id, label, step FROM evaluations").fetchall()})
         found = {}
         for table in tables:
             columns = [(name, kind) for name, kind in con.execute(
@@ -116,7 +127,7 @@ def snapshot(folder: Path) -> dict[str, list[tuple]]:
                 if name not in LEFT_OUT_COLUMNS and not kind.startswith(CLOCK_TYPES)]
             names = ", ".join(f'"{name}"' for name, _ in columns)
             rows = con.execute(f'SELECT {names} FROM "{table}"').fetchall()
-            found[table] = sorted((tuple(_normal(v, kind, str(folder)) for v, (_, kind) in zip(row, columns))
+            found[table] = sorted((tuple(_normal(v, kind, aliases) for v, (_, kind) in zip(row, columns))
                                    for row in rows), key=repr)
         return found
     finally:
