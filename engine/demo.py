@@ -75,17 +75,18 @@ def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str]
     folder.mkdir(parents=True, exist_ok=True)
     db, policy = folder / STORE_NAME, folder / "policy"
     environment = load_environment(ENV)
+    training = seed_tasks(environment, size.seed_tasks, seed) + frontier_tasks(environment, size.frontier_tasks, seed)
     with Store(db) as store:
-        seeds = store.add_records("tasks", seed_tasks(environment, size.seed_tasks, seed)
-                                  + frontier_tasks(environment, size.frontier_tasks, seed), label="calc seed tasks")
+        seeds = store.add_records("tasks", training, label="calc seed tasks")
         held = store.add_records("tasks", held_out(environment)[:size.eval_tasks], label="calc test tasks (held out)")
     if seeds.added or held.added:
         echo(f"store {db}: {size.seed_tasks + size.frontier_tasks} training tasks ({size.seed_tasks} of calc's seed "
              f"split, {size.frontier_tasks} one skill move beyond it), {size.eval_tasks} held-out test tasks")
     # every time: the job writes one task's demonstration at a time and skips the tasks that have one, so a
-    # demo killed in the middle of it gets the rest (the policy's tokenizer and warm-up are built from them all)
+    # demo killed in the middle of it gets the rest (the policy's tokenizer and warm-up are built from them all);
+    # the training tasks only, never the tasks a finished round synthesized
     summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), group_size=1, step=0,
-                              concurrency=1)
+                              concurrency=1, task_ids=[task["task_id"] for task in training])
     if summary.tasks:
         echo(f"demonstrations: {summary.rollouts} reference rollouts of the training tasks at step 0")
     if not (policy / "model.safetensors").exists():

@@ -186,3 +186,11 @@ def test_a_demo_killed_while_it_prepares_finishes_preparing_when_run_again(tmp_p
     assert demonstrated == len(training)
     assert (folder / "policy" / "tokenizer.json").exists() and (folder / "policy" / "model.safetensors").exists()
     assert any(line.startswith("policy ") for line in lines)
+    # a task a round synthesized is not demonstrated when the demo is run again
+    (synthesized,) = [dict(task, task_id="calc-syn/0001", source="synthesized")
+                      for task in environment.load_tasks(split="full", n=1, seed=1)]
+    with Store(folder / demo_module.STORE_NAME) as store:
+        store.add_records("tasks", [synthesized])
+    demo_module.prepare(folder, size, echo=lines.append)
+    assert rows(folder, "SELECT count(*) FROM trajectories WHERE task_id = 'calc-syn/0001'") == [(0,)]
+    assert rows(folder, "SELECT count(*) FROM trajectories") == [(len(training),)]
