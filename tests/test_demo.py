@@ -144,3 +144,53 @@ def test_the_held_out_curve_is_one_bar_per_evaluation():
         "step   50  round 1    36.9% (58/157)  ######### |   -1.9",
     ]
     assert curve_lines([]) == "(no held-out evaluation yet)"
+
+
+def test_a_demo_killed_while_it_prepares_finishes_preparing_when_run_again(tmp_path, monkeypatch):
+    """The demonstrations are written one task at a time and the policy is saved in several files: a demo
+    killed in the middle of either, run again, has every demonstration and a whole policy, as an uninterrupted
+    one does (the policy's tokenizer and warm-up are built from the demonstrations)."""
+    from coevolve_engine import demo as demo_module
+    from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.rollout_jobs import run_rollout_job
+
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    environment = load_environment("calc")
+    size = demo_module.QUICK
+    training = demo_module.seed_tasks(environment, size.seed_tasks) + demo_module.frontier_tasks(
+        environment, size.frontier_tasks)
+    with Store(folder / demo_module.STORE_NAME) as store:
+        store.add_records("tasks", training)
+    # killed after 5 demonstrations: the first 5 tasks' groups are stored
+    run_rollout_job(folder / demo_module.STORE_NAME, environment, "calc", ReferenceAgent(parallel=True),
+                    group_size=1, step=0, concurrency=1, task_ids=[t["task_id"] for t in training[:5]])
+    real_build = demo_module.build_tiny_qwen3
+
+    def killed_after_the_model(path, *args, **kwargs):  # the model saved, then killed before the tokenizer
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+
+        path.mkdir(parents=True, exist_ok=True)
+        Qwen3ForCausalLM(Qwen3Config(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     num_key_value_heads=1, head_dim=8, vocab_size=64)).save_pretrained(path)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo_module, "build_tiny_qwen3", killed_after_the_model)
+    with pytest.raises(KeyboardInterrupt):
+        demo_module.prepare(folder, size, echo=lambda line: None)
+    monkeypatch.setattr(demo_module, "build_tiny_qwen3", real_build)
+    lines = []
+    demo_module.prepare(folder, size, echo=lines.append)
+    (demonstrated,), = rows(folder, "SELECT count(DISTINCT task_id) FROM trajectories WHERE step = 0")
+    assert demonstrated == len(training)
+    assert (folder / "policy" / "tokenizer.json").exists() and (folder / "policy" / "model.safetensors").exists()
+    assert any(line.startswith("policy ") for line in lines)
+    # a task a round synthesized is not demonstrated when the demo is run again
+    (synthesized,) = [dict(task, task_id="calc-syn/0001", source="synthesized")
+                      for task in environment.load_tasks(split="full", n=1, seed=1)]
+    with Store(folder / demo_module.STORE_NAME) as store:
+        store.add_records("tasks", [synthesized])
+    demo_module.prepare(folder, size, echo=lines.append)
+    assert rows(folder, "SELECT count(*) FROM trajectories WHERE task_id = 'calc-syn/0001'") == [(0,)]
+    assert rows(folder, "SELECT count(*) FROM trajectories") == [(len(training),)]

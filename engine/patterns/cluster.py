@@ -1,6 +1,11 @@
 """Cluster unit vectors into patterns, choosing how many patterns there are.
 
-``cluster_vectors`` is a pure function of the vectors and the seed:
+``cluster_vectors`` is a pure function of the set of vectors and the seed, to the last bit: the order the vectors
+come in, the number of threads and the BLAS library's choices of parallel work change nothing. The vectors are
+put in one canonical order first (by their components, lexicographically) and clustered in that order with one
+thread, and each vector's cluster is handed back in the order given. (KMeans' starting centres are drawn by
+position, so without the canonical order a symmetric set of vectors, or one with equal distances, could split
+differently when the same flagged trajectories come in another order.)
 
 - fewer than 3 vectors, or fewer than 2 distinct ones: one cluster;
 - otherwise KMeans (scikit-learn, ``random_state=seed``) for every k in 2..min(max_k, n - 1, distinct
@@ -10,7 +15,7 @@
 
 Each cluster's centre is the normalised mean of its members (a direction, so that the cosine distance of a
 member to it is ``1 - <v, centre>``). Clusters are numbered by size, largest first; equal sizes by their first
-member's position.
+member in the canonical order.
 """
 
 from __future__ import annotations
@@ -49,6 +54,12 @@ def _distinct(vectors: np.ndarray) -> int:
     return int(np.unique(np.round(vectors, 6), axis=0).shape[0])
 
 
+def canonical_order(vectors: np.ndarray) -> np.ndarray:
+    """The permutation that sorts the rows of ``vectors`` by their components, lexicographically (equal rows keep
+    their order, so they get the same cluster anyway)."""
+    return np.lexsort(vectors.T[::-1], axis=0) if vectors.shape[0] else np.zeros(0, dtype=np.int64)
+
+
 def _best_kmeans(fit: np.ndarray, max_k: int, seed: int):
     """(model, silhouette, scores) of the k in 2..max_k with the best cosine silhouette, or None if none split."""
     from sklearn.cluster import KMeans
@@ -84,14 +95,27 @@ def _finish(vectors: np.ndarray, raw_labels: np.ndarray, silhouette: float | Non
 def cluster_vectors(vectors: np.ndarray, *, max_k: int = DEFAULT_MAX_K, seed: int = 0,
                     sample_size: int = DEFAULT_SAMPLE_SIZE) -> Clustering:
     """Cluster ``vectors`` (n, dim), choosing k by cosine silhouette; see the module docstring."""
+    from threadpoolctl import threadpool_limits
+
     if max_k < 1:
         raise ValueError(f"max_k must be at least 1, got {max_k}")
     if sample_size < 3:
         raise ValueError(f"sample_size must be at least 3, got {sample_size}")
     vectors = _unit(np.asarray(vectors, dtype=np.float64))
-    n = vectors.shape[0]
-    if n == 0:
+    if vectors.shape[0] == 0:
         raise ValueError("no vectors to cluster")
+    order = canonical_order(vectors)
+    with threadpool_limits(limits=1):  # one thread: the same sums in the same order on any machine
+        canonical = _cluster(vectors[order], max_k, seed, sample_size)
+    labels, distances = np.empty_like(canonical.labels), np.empty_like(canonical.distances)
+    labels[order], distances[order] = canonical.labels, canonical.distances
+    return Clustering(labels=labels, centroids=canonical.centroids, distances=distances, k=canonical.k,
+                      silhouette=canonical.silhouette, scores=canonical.scores, fitted_on=canonical.fitted_on)
+
+
+def _cluster(vectors: np.ndarray, max_k: int, seed: int, sample_size: int) -> Clustering:
+    """``cluster_vectors`` on unit vectors already in canonical order."""
+    n = vectors.shape[0]
     fit = vectors
     if n > sample_size:
         rng = np.random.default_rng(seed)

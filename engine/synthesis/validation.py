@@ -255,10 +255,16 @@ class _Novelty:
 
 
 def _highest(known: list[np.ndarray] | None, vector: np.ndarray) -> float | None:
-    """The largest dot product of ``vector`` with the (unit) vectors ``known``; None when there is none."""
+    """The largest dot product of ``vector`` with the (unit) vectors ``known``; None when there is none.
+
+    Each dot product depends on its two vectors alone, to the last bit: the products of float32 components are
+    exact in float64 and each row is summed on its own. (A float32 matrix-vector product gives a row other bits
+    at another place among other rows: a validation resumed after a kill knows its earlier accepted tasks in
+    task order, not in the order they were accepted, and must measure the same novelty.)"""
     if not known:
         return None
-    return float(np.max(np.stack(known) @ vector))
+    rows = np.stack(known).astype(np.float64)
+    return float(np.max((rows * np.asarray(vector, dtype=np.float64)).sum(axis=1)))
 
 
 class _Checker:
