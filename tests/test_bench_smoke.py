@@ -70,7 +70,7 @@ SCRIPTS: dict[str, list[str]] = {
         r"^ +1 weights ", r"^ +1 whole step's peak ", r"^ +2 weights ", r"^ +2 whole step's peak ",
         r"^per layer: activations [\d,]+ bytes per token measured, [\d,]+ by the arithmetic$",
         r"^the arithmetic predicts the measured peak within \d+%",
-        r"^generation on the shape-true model", r"^  scores kept \(before\) +peak ", r"^  read as drawn +peak ",
+        r"^generation on the narrow model", r"^  scores kept \(before\) +peak ", r"^  read as drawn +peak ",
         r"^  read as drawn, 1 per generate +peak ",
         r"^  the scores' size by the arithmetic: .* log-probabilities differ by at most ",
         r"^predicted peak per GPU, Qwen3-4B at full depth \(36 layers, 4\.02B parameters\)",
