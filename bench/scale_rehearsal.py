@@ -408,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         args.throughput_episodes, args.throughput_tokens = 2, 8
     layers = [int(n) for n in args.layers.split(",")]
     began = time.perf_counter()
+    sys.path.insert(0, str(REPO / "tests"))  # Qwen3's tokenizer built offline: one construction, the tests'
     from qwen3_vocab import qwen3_tokenizer
 
     tokenizer = qwen3_tokenizer()

@@ -145,7 +145,6 @@ SCRIPTS: dict[str, list[str]] = {
 #: Modules of bench/ that scripts import and that are not scripts themselves.
 HELPERS = {"curriculum_stats.py": "the curriculum benchmark's statistics, imported by curriculum_bench.py",
            "scale_memory.py": "the memory arithmetic of a trl-grpo step, imported by scale_rehearsal.py",
-           "qwen3_vocab.py": "Qwen3's tokenizer built offline, imported by scale_rehearsal.py",
            "verl_episodes.py": "verl_check.py's multi-turn episodes and dump, imported by verl_check.py"}
 #: Scripts that need what the project does not install: (environment variable that provides it, why, the
 #: arguments it adds).
