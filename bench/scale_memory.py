@@ -123,6 +123,24 @@ class Batch:
     scores_kept: bool = False  # generate keeps every step's scores (the path before SampledLogprobs)
 
 
+def model_config(shape: Shape, layers: int, **extra):
+    """transformers' config and model class of ``shape`` cut to ``layers`` layers (``extra``: further config
+    fields): Qwen3-MoE, Qwen3 (query/key norms) or Qwen2."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, \
+        Qwen3MoeForCausalLM
+
+    common = dict(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=layers,
+                  num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
+                  tie_word_embeddings=shape.tied, **extra)
+    if shape.experts:
+        return Qwen3MoeConfig(**common, moe_intermediate_size=shape.intermediate, num_experts=shape.experts,
+                              num_experts_per_tok=shape.active_experts, decoder_sparse_step=1,
+                              mlp_only_layers=[]), Qwen3MoeForCausalLM
+    if shape.qk_norm:
+        return Qwen3Config(**common, intermediate_size=shape.intermediate), Qwen3ForCausalLM
+    return Qwen2Config(**common, intermediate_size=shape.intermediate), Qwen2ForCausalLM
+
+
 def activation_bytes_per_token(shape: Shape, compute: int) -> float:
     """What one decoder layer keeps for its backward, per token (transformers' Qwen eager code with sdpa):
     both RMSNorms keep an fp32 copy of their input and their 16-bit output (6h each); q and k go through their own

@@ -35,7 +35,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale_memory import GB, Batch, Launch, Shape, generation_bytes, predict, shape_of  # noqa: E402
+from scale_memory import GB, Batch, Launch, Shape, generation_bytes, model_config, predict, shape_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 #: a narrow model with the real vocabulary, for --smoke
@@ -96,22 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
 def build_model(shape: Shape, layers: int, tokenizer, path: Path) -> Path:
     """Save a random ``shape`` model of ``layers`` layers in bf16 (with the tokenizer) under ``path``."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, \
-        Qwen3MoeForCausalLM
-
-    common = dict(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=layers,
-                  num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
-                  tie_word_embeddings=shape.tied, max_position_embeddings=40960, rope_theta=1e6,
-                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
-                  dtype="bfloat16")
-    if shape.experts:
-        config, cls = Qwen3MoeConfig(**common, moe_intermediate_size=shape.intermediate, num_experts=shape.experts,
-                                     num_experts_per_tok=shape.active_experts, decoder_sparse_step=1,
-                                     mlp_only_layers=[]), Qwen3MoeForCausalLM
-    elif shape.qk_norm:
-        config, cls = Qwen3Config(**common, intermediate_size=shape.intermediate), Qwen3ForCausalLM
-    else:
-        config, cls = Qwen2Config(**common, intermediate_size=shape.intermediate), Qwen2ForCausalLM
+    config, cls = model_config(shape, layers, max_position_embeddings=40960, rope_theta=1e6,
+                               eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                               bos_token_id=None, dtype="bfloat16")
     with torch.device("meta"):
         model = cls(config)
     model = model.to_empty(device="cpu").to(torch.bfloat16)

@@ -14,24 +14,11 @@ pytest.importorskip("transformers")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from scale_memory import SHAPES, Batch, Launch, generation_bytes, predict, shape_of  # noqa: E402
+from scale_memory import SHAPES, Batch, Launch, generation_bytes, model_config, predict, shape_of  # noqa: E402
 
 
 def module_parameters(shape, layers):
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, \
-        Qwen3MoeForCausalLM
-
-    common = dict(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=layers,
-                  num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
-                  tie_word_embeddings=shape.tied)
-    if shape.experts:
-        config, cls = Qwen3MoeConfig(**common, moe_intermediate_size=shape.intermediate, num_experts=shape.experts,
-                                     num_experts_per_tok=shape.active_experts, decoder_sparse_step=1,
-                                     mlp_only_layers=[]), Qwen3MoeForCausalLM
-    elif shape.qk_norm:
-        config, cls = Qwen3Config(**common, intermediate_size=shape.intermediate), Qwen3ForCausalLM
-    else:
-        config, cls = Qwen2Config(**common, intermediate_size=shape.intermediate), Qwen2ForCausalLM
+    config, cls = model_config(shape, layers)
     with torch.device("meta"):
         model = cls(config)
     return sum(p.numel() for p in model.parameters())
