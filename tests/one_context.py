@@ -104,7 +104,7 @@ def trl_path(tokenizer, environment, task, answers, kwargs) -> tuple[list[list[i
     """trl-grpo's ``rollout_func`` on one row of the task: (the ids of every model call, its output)."""
     model = ScriptedModel(tokenizer, answers)
     config = SimpleNamespace(max_steps=0, max_model_calls_per_turn=21, temperature=0.9, max_new_tokens=4096,
-                             max_completion_length=1_000_000, chat_template_kwargs=kwargs)
+                             max_completion_length=1_000_000, chat_template_kwargs=kwargs, generation_batch_size=0)
     row = {"task_id": task["task_id"], "spec": json.dumps(task["spec"])}
     output, rollouts = play_episodes(environment, [row], model, tokenizer, config, policy="scripted")
     assert rollouts[0].stop == "done", rollouts[0].reason
