@@ -36,6 +36,7 @@ def main(tokenizer_dir: str, episodes_file: str, kwargs_json: str, out_file: str
         loop = EpisodeAgentLoop.__new__(EpisodeAgentLoop)
         loop.tokenizer, loop.server_manager, loop.tools = tokenizer, Server(), {}
         loop.apply_chat_template_kwargs, loop.response_length = json.loads(kwargs_json), 1_000_000
+        loop.prompt_length, loop.max_new_tokens = 1_000_000, None  # no opening cut, no per-answer cap
         loop.interactions = load_interactions(None)
         extra_info = {"task_id": episode["task_id"], "spec": json.dumps(episode["spec"]), "env": "bfcl"}
         try:
