@@ -142,7 +142,8 @@ def test_the_patterns_phase_keeps_patterns_another_command_stored_for_its_round(
 # -- a value no round can use is refused before the round writes -------------------------------------------------
 
 @pytest.mark.parametrize("override, words", [
-    ("seed=99999999999999999999999", "--set seed=99999999999999999999999: seed must be in [0, 2147483647]"),
+    ("seed=99999999999999999999999", "--set seed=99999999999999999999999: seed must be an integer in [-2^63, "
+                                      "2^63 - 1]"),
     ("trainer.options.trl_args={bogus_arg = 1}", "--set trainer.options.trl_args={bogus_arg = 1}: trainer.options: "
                                                  "trainer trl-grpo: trl_args: bogus_arg is not a field of TRL's "
                                                  "GRPOConfig"),
