@@ -3,6 +3,7 @@ patterns over real BFCL tasks (built once per session) with a fresh copy of it p
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -20,7 +21,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.pop("CI", None)
 # the embeddings of read-only stores are cached in a folder of the tests' own, never the user's (see the fixture below)
+# (removed when the tests end, so that runs of the suite leave no folders behind)
 os.environ["COEVOLVE_CACHE_DIR"] = tempfile.mkdtemp(prefix="coevolve-test-cache-")
+atexit.register(shutil.rmtree, os.environ["COEVOLVE_CACHE_DIR"], ignore_errors=True)
 
 #: the files of the fault matrix: what a hostile but fair user can type, and what it must never do to a store
 FAULT_MATRIX = "test_store_safety"

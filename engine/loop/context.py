@@ -31,6 +31,7 @@ class RunContext:
     echo: Callable[[str], None] = print
     embedder: Any = None  # the sentence embedder, loaded by the first patterns phase and kept for the run
     prepared: Any = None  # the patterns phase's clustering, computed before the store is held for writing
+    proposal: Any = None  # the synthesize phase's candidates, stored with its 'finished' mark
     _environment: Any = field(default=None, repr=False)
 
     def store(self, read_only: bool = False) -> Store:

@@ -23,7 +23,7 @@ from coevolve_engine.patterns.select import select_flagged
 from coevolve_engine.progress import advance
 from coevolve_engine.core.store import Store
 from coevolve_engine.snapshot import signal_snapshot
-from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize as propose
+from coevolve_engine.synthesis.candidates import SYNTHESIZERS, propose_candidates, write_candidates
 from coevolve_engine.synthesis.judge import LLMJudge
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationSynthesizer
 from coevolve_engine.synthesis.summaries import summarise_patterns
@@ -101,8 +101,10 @@ def describe_patterns(o: dict[str, Any]) -> str:
 
 
 def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
-    """Candidate tasks proposed around each failure pattern (or by unguided exploration), stored as pending."""
+    """(work) Candidate tasks proposed around each failure pattern (or by unguided exploration); the commit,
+    ``store_candidates``, stores them as pending."""
     c = run.config.synthesis
+    run.proposal = None
     guided = SYNTHESIZERS.load(c.synthesizer).needs_patterns
     with run.store(read_only=True) as store:
         patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
@@ -115,10 +117,21 @@ def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     what = f"for {patterns} patterns" if guided else "by unguided exploration (patterns are not used)"
     run.detail(label, f"{c.synthesizer}: up to {c.max_candidates} candidates {what}")
     with run.store() as store:
-        report = propose(store, round=round_, synthesizer=c.synthesizer, max_candidates=c.max_candidates, seed=seed,
-                         options=synthesizer_options(run.config), context=run.plugins())
-        pending = store.scalar("SELECT count(*) FROM candidates WHERE round = $r", {"r": round_})
-    return {"patterns": patterns, "proposed": report.proposed, "added": report.added, "candidates": pending,
+        run.proposal = propose_candidates(store, round=round_, synthesizer=c.synthesizer,
+                                          max_candidates=c.max_candidates, seed=seed,
+                                          options=synthesizer_options(run.config), context=run.plugins())
+    return {"patterns": patterns}
+
+
+def store_candidates(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
+    """(commit) The proposed candidates stored as pending, with the phase's 'finished' mark: a run killed between
+    proposing and finishing left none, so the resumed phase adds and reports what the uninterrupted one did."""
+    proposal, run.proposal = run.proposal, None
+    if proposal is None:  # skipped: no patterns this round
+        return outputs
+    report = proposal.report(write_candidates(store, proposal.candidates))
+    pending = store.scalar("SELECT count(*) FROM candidates WHERE round = $r", {"r": round_})
+    return {**outputs, "proposed": report.proposed, "added": report.added, "candidates": pending,
             "by_signal": dict(report.by_signal)}
 
 

@@ -248,6 +248,22 @@ def default_synthesizer(store: "Store", round: int | None = None) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """What a synthesizer proposed for one round, not stored yet (``synthesize`` stores it)."""
+
+    round: int
+    synthesizer: str
+    patterns: int
+    candidates: list[Candidate]
+
+    def report(self, added: int) -> SynthesisReport:
+        by_signal: dict[str, int] = {}
+        for candidate in self.candidates:
+            by_signal[candidate.signal or "-"] = by_signal.get(candidate.signal or "-", 0) + 1
+        return SynthesisReport(self.round, self.synthesizer, self.patterns, len(self.candidates), added, by_signal)
+
+
 def synthesize(store: "Store", *, round: int | None = None, synthesizer: str | None = None,
                max_candidates: int = 20, seed: int = 0, options: Mapping[str, Any] | None = None,
                context: PluginContext | None = None) -> SynthesisReport:
@@ -259,8 +275,17 @@ def synthesize(store: "Store", *, round: int | None = None, synthesizer: str | N
     Proposing is deterministic in ``seed``, and a candidate already stored is not added again, so running the
     same call twice adds nothing the second time. The synthesizer is built from ``options`` and ``context``
     (``SYNTHESIZERS.build``); without one, it is the offline synthesizer of the tasks' own environment
-    (``default_synthesizer``).
+    (``default_synthesizer``). ``propose_candidates`` followed by ``write_candidates`` is the same in two steps.
     """
+    proposal = propose_candidates(store, round=round, synthesizer=synthesizer, max_candidates=max_candidates,
+                                  seed=seed, options=options, context=context)
+    return proposal.report(write_candidates(store, proposal.candidates))
+
+
+def propose_candidates(store: "Store", *, round: int | None = None, synthesizer: str | None = None,
+                       max_candidates: int = 20, seed: int = 0, options: Mapping[str, Any] | None = None,
+                       context: PluginContext | None = None) -> Proposal:
+    """What ``synthesize`` would store, without storing it (a run writes it with its phase's 'finished' mark)."""
     if not 1 <= max_candidates <= MAX_CANDIDATES:
         raise CoevolveError(f"max_candidates must be in [1, {MAX_CANDIDATES:,}], got {max_candidates:,}")
     synthesizer = synthesizer or default_synthesizer(store, round)
@@ -280,8 +305,4 @@ def synthesize(store: "Store", *, round: int | None = None, synthesizer: str | N
         candidates = proposer.propose(store, patterns, max_candidates=max_candidates, seed=seed)
     else:  # unguided: patterns are ignored, the round names its candidates
         candidates = proposer.propose(store, patterns, max_candidates=max_candidates, seed=seed, round=round)
-    added = write_candidates(store, candidates)
-    by_signal: dict[str, int] = {}
-    for candidate in candidates:
-        by_signal[candidate.signal or "-"] = by_signal.get(candidate.signal or "-", 0) + 1
-    return SynthesisReport(round, synthesizer, len(patterns), len(candidates), added, by_signal)
+    return Proposal(round, synthesizer, len(patterns), list(candidates))
