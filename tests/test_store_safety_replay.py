@@ -150,3 +150,23 @@ def test_a_placeholder_task_among_a_rounds_weights_is_refused_with_what_to_do(sa
     message = str(refused.value)
     assert "1 weighted task(s) are not calc tasks" in message and "mine-001" in message
     assert "delete from tasks where task_id = 'ID'" in message and "ingest tasks" in message
+
+
+def test_a_runs_weights_leave_out_a_placeholder_and_say_so(tmp_path):
+    """A run trains on its environment's tasks: its weights phase weighs those alone (a user's placeholder in a
+    demo store no longer stops every later demo at train), and the weight set's reason counts what it left out;
+    `weights` without an environment still weighs every training task."""
+    from coevolve_engine.adapters.environments import load_environment
+    from coevolve_engine.core.store import Store
+    from coevolve_engine.curriculum.weights import compute_weights
+
+    db = tmp_path / "store.duckdb"
+    with Store(db) as store:
+        store.add_records("tasks", list(load_environment("calc").load_tasks(split="seed", n=2)), label="calc tasks")
+        store.add_records("tasks", [{"task_id": "mine-001", "source": "placeholder"}], label="a user's placeholder")
+        run = compute_weights(store, 0, "uniform", env="calc")
+        every = compute_weights(store, 1, "uniform")
+        reasons = dict(store.execute("SELECT round, reason FROM weight_sets").fetchall())
+    assert "mine-001" not in list(run.task_ids) and len(run.task_ids) == 2
+    assert "1 task not of environment calc left out" in reasons[0]
+    assert "mine-001" in list(every.task_ids) and "left out" not in reasons[1]

@@ -78,9 +78,11 @@ def _checked(result_weights: pl.DataFrame, facts: pl.DataFrame, name: str) -> pl
 
 def compute_weights(store: Store, round: int, strategy: str | CurriculumStrategy = "coevolve",
                     params: SignalParams | None = None, *, settings: dict[str, str] | None = None,
-                    replace: bool = False) -> WeightSet:
+                    replace: bool = False, env: str | None = None) -> WeightSet:
     """Compute a round's weights with ``strategy`` at the signal constants ``params`` and store them, with the
-    ``weight_sets`` row, in one transaction. An existing round is refused unless ``replace``."""
+    ``weight_sets`` row, in one transaction. An existing round is refused unless ``replace``. With ``env``
+    (a run's environment) only that environment's training tasks are weighed, and the reason counts the others
+    left out (a placeholder from `ingest trajectories --create-tasks`, another environment's tasks)."""
     if round < 0:
         raise CurriculumError(f"round must be >= 0, got {round}")
     params = params or SignalParams()
@@ -92,8 +94,19 @@ def compute_weights(store: Store, round: int, strategy: str | CurriculumStrategy
     if not store.scalar("SELECT count(*) FROM tasks WHERE split = 'train'"):
         raise CurriculumError("the store has no training tasks to weigh (eval tasks are never weighed); add some "
                               "with `coevolve-engine ingest tasks` or `coevolve-engine tasks import`")
+    notes: tuple[str, ...] = ()
     with signal_snapshot(store, params):
         facts = chosen.facts(store, params)
+        if env is not None:
+            mine = {task_id for (task_id,) in store.execute(
+                "SELECT task_id FROM tasks WHERE split = 'train' AND env IS NOT DISTINCT FROM $env", {"env": env}
+            ).fetchall()}
+            others = facts.height
+            facts = facts.filter(pl.col("task_id").is_in(sorted(mine)))
+            if others > facts.height:
+                notes = (f"{_tasks(others - facts.height)} not of environment {env} left out",)
+            if not facts.height:
+                raise CurriculumError(f"the store has no {env} training tasks to weigh")
         with np.errstate(over="ignore", invalid="ignore"):  # a weight that overflows is named by _checked
             result = chosen.weigh(facts)
     frame = _checked(result.weights, facts, chosen.name)
@@ -102,7 +115,7 @@ def compute_weights(store: Store, round: int, strategy: str | CurriculumStrategy
     store.con.register("new_weights", frame.select("task_id", "weight", "components").to_arrow())
     try:
         previous = store.scalar("SELECT max(round) FROM weight_sets WHERE round < $round", {"round": round})
-        reason = _reason(store, frame, previous, chosen.name, result.notes)
+        reason = _reason(store, frame, previous, chosen.name, (*result.notes, *notes))
         with store.transaction() as con:
             con.execute("DELETE FROM task_weights WHERE round = $round", {"round": round})
             con.execute("DELETE FROM weight_sets WHERE round = $round", {"round": round})

@@ -51,7 +51,8 @@ def weights(run: RunContext, round_: int, store: Store, outputs: dict[str, Any])
     c = run.config
     kept = store.scalar("SELECT count(*) FROM weight_sets WHERE round = $r", {"r": round_}) > 0
     if not kept:  # a weight set stored by hand (`coevolve-engine weights`) is used as it is
-        compute_weights(store, round_, c.curriculum.strategy, c.signal_params(), settings=c.curriculum.settings)
+        compute_weights(store, round_, c.curriculum.strategy, c.signal_params(), settings=c.curriculum.settings,
+                        env=c.env)
     strategy, tasks, nonzero, reason = store.execute(
         "SELECT strategy, tasks, nonzero, reason FROM weight_sets WHERE round = $r", {"r": round_}).fetchall()[0]
     return {"kept": kept, "strategy": strategy, "tasks": tasks, "nonzero": nonzero, "reason": reason}
