@@ -98,13 +98,12 @@ def compute_weights(store: Store, round: int, strategy: str | CurriculumStrategy
     with signal_snapshot(store, params):
         facts = chosen.facts(store, params)
         if env is not None:
-            mine = {task_id for (task_id,) in store.execute(
-                "SELECT task_id FROM tasks WHERE split = 'train' AND env IS NOT DISTINCT FROM $env", {"env": env}
-            ).fetchall()}
-            others = facts.height
-            facts = facts.filter(pl.col("task_id").is_in(sorted(mine)))
-            if others > facts.height:
-                notes = (f"{_tasks(others - facts.height)} not of environment {env} left out",)
+            mine = [task_id for (task_id,) in store.execute(
+                "SELECT task_id FROM tasks WHERE split = 'train' AND env = $env", {"env": env}).fetchall()]
+            every = facts.height
+            facts = facts.filter(pl.col("task_id").is_in(mine))
+            if every > facts.height:
+                notes = (f"{_tasks(every - facts.height)} not of environment {env} left out",)
             if not facts.height:
                 raise CurriculumError(f"the store has no {env} training tasks to weigh")
         with np.errstate(over="ignore", invalid="ignore"):  # a weight that overflows is named by _checked

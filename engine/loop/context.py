@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
@@ -12,6 +12,9 @@ from coevolve_engine.loop.config import RunConfig
 from coevolve_engine.progress import detail
 from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.store import Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from coevolve_engine.synthesis.candidates import Proposal
 
 
 class RunError(CoevolveError):
@@ -31,7 +34,7 @@ class RunContext:
     echo: Callable[[str], None] = print
     embedder: Any = None  # the sentence embedder, loaded by the first patterns phase and kept for the run
     prepared: Any = None  # the patterns phase's clustering, computed before the store is held for writing
-    proposal: Any = None  # the synthesize phase's candidates, stored with its 'finished' mark
+    proposal: Proposal | None = None  # the synthesize phase's candidates, stored with its 'finished' mark
     _environment: Any = field(default=None, repr=False)
 
     def store(self, read_only: bool = False) -> Store:
