@@ -59,25 +59,27 @@ def test_task_curriculum_facts(literal):
     rows = literal.execute(
         "SELECT task_id, source, rollouts, scored_steps, latest_step, latest_score, steps_since_attempt, "
         "last_group_rollouts, last_group_successes, last_group_p, round(forgetting_recent, 9), "
-        "round(boundary_recent, 9), round(rare_recent, 9) "
+        "round(boundary_recent, 9), round(rare_recent, 9), round(dead_recent, 9) "
         "FROM task_curriculum_with(threshold := 0.5, w := 3, theta := 10, min_n := 0, recent := 3) ORDER BY task_id"
     ).fetchall()
     third = round(1 / 3, 9)
+    # dead_recent: groups whose rewards are all equal, a single rollout's included ('one'); 'mixed' had
+    # 1.0 1.0 | 1.0 0.0 | 0.0 0.0, two of its three groups dead
     assert rows == [
-        ("fail", None, 6, 3, 3, 0.0, 0, 2, 0, 0.0, 0.0, 0.0, 0.0),
-        ("mixed", None, 6, 3, 3, 0.0, 0, 2, 0, 0.0, third, third, 0.0),
-        ("never", None, 0, 0, None, None, 3, None, None, None, 0.0, 0.0, 0.0),  # now 3 - first 1 + 1
-        ("new", "synthesized", 0, 0, None, None, 3, None, None, None, 0.0, 0.0, 0.0),
-        ("one", None, 1, 1, 3, 1.0, 0, 1, 1, 1.0, 0.0, 0.0, 1.0),
-        ("solved", None, 6, 3, 3, 1.0, 0, 2, 2, 1.0, 0.0, 0.0, 0.0),
+        ("fail", None, 6, 3, 3, 0.0, 0, 2, 0, 0.0, 0.0, 0.0, 0.0, 1.0),
+        ("mixed", None, 6, 3, 3, 0.0, 0, 2, 0, 0.0, third, third, 0.0, round(2 / 3, 9)),
+        ("never", None, 0, 0, None, None, 3, None, None, None, 0.0, 0.0, 0.0, 0.0),  # now 3 - first 1 + 1
+        ("new", "synthesized", 0, 0, None, None, 3, None, None, None, 0.0, 0.0, 0.0, 0.0),
+        ("one", None, 1, 1, 3, 1.0, 0, 1, 1, 1.0, 0.0, 0.0, 1.0, 1.0),
+        ("solved", None, 6, 3, 3, 1.0, 0, 2, 2, 1.0, 0.0, 0.0, 0.0, 1.0),
     ]
 
 
 def test_task_curriculum_recent_window(literal):
     # over the last step only, 'mixed' forgot at its one recent step and had no mixed group there
-    row = literal.execute("SELECT forgetting_recent, boundary_recent FROM task_curriculum_with(recent := 1) "
-                          "WHERE task_id = 'mixed'").fetchall()
-    assert row == [(1.0, 0.0)]
+    row = literal.execute("SELECT forgetting_recent, boundary_recent, dead_recent "
+                          "FROM task_curriculum_with(recent := 1) WHERE task_id = 'mixed'").fetchall()
+    assert row == [(1.0, 0.0, 1.0)]
 
 
 def test_task_curriculum_forgetting_form(literal):
@@ -124,6 +126,23 @@ def test_coevolve_settings_and_staleness_cap(literal):
     weights, _ = weights_of(literal, "coevolve", {"staleness_horizon": "2", "staleness": "1", "new_task": "0",
                                                   "forgetting": "0", "boundary": "0", "rare": "0"})
     assert weights == approx({"never": 2.0, "new": 2.0, "one": 1.0, "fail": 1.0, "mixed": 1.0, "solved": 1.0})
+
+
+def test_coevolve_dead_term(literal):
+    weights, result = weights_of(literal, "coevolve", {"dead": "0.9"})
+    plain, plain_result = weights_of(literal, "coevolve")
+    # - 0.9 x the share of its recent groups that were dead: all of them for fail, one and solved, 2 of 3 for
+    # mixed, none for a task never attempted
+    dead = {"never": 0.0, "new": 0.0, "one": 1.0, "fail": 1.0, "mixed": 2 / 3, "solved": 1.0}
+    assert weights == approx({task: plain[task] - 0.9 * share for task, share in dead.items()})
+    for row in result.weights.iter_rows(named=True):
+        assert sum(row["components"].values()) == pytest.approx(row["weight"])
+        assert row["weight"] > 0
+    # off (the default), the term is not among the components: weight sets are those made before it existed
+    assert "dead" not in plain_result.weights["components"][0]
+    assert result.weights["components"][0]["dead"] == pytest.approx(-0.9)  # 'fail', first by task_id
+    with pytest.raises(CurriculumError, match="dead must be below base"):
+        load_strategy("coevolve", {"dead": "1.0"})
 
 
 def test_dapo_filter(literal):

@@ -2,9 +2,12 @@
 of ``tasks``), and the tasks the signals flag are drawn more, while a staleness term keeps any task from
 starving:
 
-    w_i = base + a * forgetting_i + b * boundary_i + c * rare_i + d * staleness_i + e * new_i
+    w_i = base + a * forgetting_i + b * boundary_i + c * rare_i + d * staleness_i + e * new_i - g * dead_i
 
-Each term is recorded in the task's components, so the components add up to its weight.
+Each term is recorded in the task's components, so the components add up to its weight. The last term (off by
+default, g = 0) draws less of a task whose recent GRPO groups were dead (every reward equal: no gradient), as
+GRESO (Zhang et al. 2025) skips prompts predicted to give zero-variance groups from their history; g < base keeps
+every weight above 0, and the staleness term brings a task back once it has gone unattempted for a while.
 """
 
 from __future__ import annotations
@@ -28,12 +31,16 @@ class CoevolveConfig:
     staleness: float = setting(0.5, "d: added times min(steps since its last attempt / staleness_horizon, 1).")
     staleness_horizon: int = setting(10, "Steps without an attempt after which the staleness term is full.")
     new_task: float = setting(2.0, "e: added to a synthesized task (source 'synthesized') never attempted yet.")
+    dead: float = setting(0.0, "g: subtracted times the share of its recent groups that were dead (every reward "
+                               "equal, no gradient); below base. 0 (the default) leaves dead groups alone.")
     recent: int = setting(3, "The signals are read over each task's last RECENT scored steps.")
 
     def __post_init__(self) -> None:
         check_positive("base", self.base, allow_zero=False)
-        for name in ("forgetting", "boundary", "rare", "staleness", "new_task"):
+        for name in ("forgetting", "boundary", "rare", "staleness", "new_task", "dead"):
             check_positive(name, getattr(self, name))
+        if self.dead >= self.base:
+            raise ValueError(f"dead must be below base ({self.base}) so that no weight reaches 0, got {self.dead}")
         check_positive("staleness_horizon", self.staleness_horizon, allow_zero=False)
         check_positive("recent", self.recent, allow_zero=False)
 
@@ -60,6 +67,10 @@ class CoevolveStrategy(CurriculumStrategy):
             pl.when((pl.col("source") == "synthesized") & (pl.col("rollouts") == 0))
             .then(pl.lit(c.new_task)).otherwise(pl.lit(0.0)).alias("new_task"),
         ]
+        if c.dead > 0:  # off, the term is not there at all: the weight set is the one made before the term existed
+            # - g * dead_recent: groups whose rewards were all equal teach nothing; a task that keeps giving them
+            # is drawn less (its history predicts the next group, GRESO)
+            terms.append((-c.dead * pl.col("dead_recent")).alias("dead"))
         frame = facts.select("task_id", pl.struct(*terms).alias("components"))
         # w_i = the sum of its terms
         weight = pl.sum_horizontal(pl.col("components").struct.field(t.meta.output_name()) for t in terms)

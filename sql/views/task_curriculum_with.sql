@@ -18,7 +18,9 @@
 --                         forgetting_trajectories_with flags
 --   boundary_recent       share of its groups in those steps with mixed outcomes
 --   rare_recent           share of its rollouts in those steps whose action pattern was rare at their step
--- requires: task_history_with, group_outcomes_with, rare_trajectories_with, forgetting_trajectories_with
+--   dead_recent           share of its groups in those steps that were dead (every reward equal: no gradient;
+--                         group_spread_with)
+-- requires: task_history_with, group_outcomes_with, group_spread_with, rare_trajectories_with, forgetting_trajectories_with
 CREATE OR REPLACE MACRO task_curriculum_with(threshold := 0.5, w := 3, theta := 5, min_n := 50, recent := 3,
                                              forgetting_form := 'group') AS TABLE
 WITH history AS (
@@ -45,6 +47,12 @@ recent_groups AS (
            count(*) AS groups,
            count(*) FILTER (WHERE g.successes > 0 AND g.successes < g.rollouts) AS boundary_groups
     FROM group_outcomes_with(threshold := threshold) AS g
+    JOIN per_task AS p ON p.task_id = g.task_id AND g.step >= p.recent_from
+    GROUP BY g.task_id
+),
+recent_dead AS (
+    SELECT g.task_id, count(*) AS groups, count(*) FILTER (WHERE g.dead) AS dead_groups
+    FROM group_spread_with(threshold := threshold) AS g
     JOIN per_task AS p ON p.task_id = g.task_id AND g.step >= p.recent_from
     GROUP BY g.task_id
 ),
@@ -84,7 +92,8 @@ SELECT
          ELSE error('task_curriculum_with: forgetting_form must be ''group'' or ''trajectory'', got '''
                     || forgetting_form || '''') END AS forgetting_recent,
     coalesce(recent_groups.boundary_groups / recent_groups.groups, 0.0) AS boundary_recent,
-    coalesce(coalesce(recent_rare.rare_trajectories, 0) / per_task.recent_rollouts, 0.0) AS rare_recent
+    coalesce(coalesce(recent_rare.rare_trajectories, 0) / per_task.recent_rollouts, 0.0) AS rare_recent,
+    coalesce(recent_dead.dead_groups / recent_dead.groups, 0.0) AS dead_recent
 FROM tasks
 CROSS JOIN span
 LEFT JOIN per_task USING (task_id)
@@ -92,4 +101,5 @@ LEFT JOIN recent_groups USING (task_id)
 LEFT JOIN last_group USING (task_id)
 LEFT JOIN recent_forgot USING (task_id)
 LEFT JOIN recent_rare USING (task_id)
+LEFT JOIN recent_dead USING (task_id)
 WHERE tasks.split = 'train';
