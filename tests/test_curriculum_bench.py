@@ -54,11 +54,16 @@ def test_the_report_pairs_by_seed_and_checks_the_target(bench):
     assert weighted["reach_per_seed"] == [25] * 5
     assert "| weighted | 46.0% (2.0) | 44.0 48.0 46.0 44.0 48.0 | +6.0 [" in text
     assert "| 3 call(s) | 2 | 0.0 | 0.0 | 50.0 |" in text and "| 2 user turn(s) | 1 | 100.0 | 100.0 | 100.0 |" in text
+    # per cell, minus fixed, paired by seed: weighted solves half of the 3-call tasks on every seed, fixed none
+    assert "| 3 call(s) | 2 | +0.0 [+0.0, +0.0] | +50.0 [+50.0, +50.0] |" in text
+    assert figures["cell_diffs"][("calls", 3, "weighted")]["mean"] == pytest.approx(0.5)
     lines = bench.target_lines(figures)
-    assert lines[0].startswith("- paper minus fixed: +4.0 points") and lines[0].endswith(" met")
-    assert lines[1].startswith("- weighted minus fixed: +6.0 points") and lines[1].endswith(" met")
-    assert lines[2] == "- weighted reaches fixed's final mean at step 25 of 50: target (<= 50% of the steps) met"
-    assert len(lines) == 3  # fixed's final is its best: no remark on it
+    assert lines[0].startswith("- weighted (the default) minus fixed: +6.0 points, 95% CI [")
+    assert lines[0].endswith(", 5 seed(s): target (>= +3.0, CI above 0, >= 5 seeds) met")
+    assert lines[1].startswith("- paper minus fixed: +4.0 points") and lines[1].endswith("(above 0 on average) met")
+    assert lines[2] == "- cells where weighted ends more than 5 points under fixed: none: target met"
+    assert lines[3] == "- weighted reaches fixed's final mean at step 25 of 50"
+    assert len(lines) == 4  # fixed's final is its best: no remark on it
     assert "| weighted | 5 / 0 / 0 | [+3.5, +8.5] | 25 |" in text and "| paper | 5 / 0 / 0 |" in text
 
 
@@ -72,17 +77,41 @@ def test_a_fixed_arm_that_ends_below_its_best_is_named(bench):
     # paper ends at 44% on average, below fixed's best of 45%
     assert figures["arms"]["weighted"]["reach_best"] == 25 and figures["arms"]["paper"]["reach_best"] is None
     lines = bench.target_lines(figures)
-    assert lines[3].startswith("  (fixed ended below its own best, 45.0% at step 25") and lines[3].endswith("step 25)")
+    assert lines[4].startswith("  (fixed ended below its own best, 45.0% at step 25") and lines[4].endswith("step 25)")
 
 
 def test_a_difference_whose_interval_reaches_zero_misses_the_target(bench):
     curve, tasks = _runs()
-    for row in curve:  # one seed where paper falls far below fixed
-        if row["arm"] == "paper" and row["seed"] == 0 and row["step"] == 50:
-            row["heldout"] = 0.20
+    for row in curve:  # one seed where paper and weighted fall far below fixed
+        if row["arm"] in ("paper", "weighted") and row["seed"] == 0 and row["step"] == 50:
+            row["heldout"] = 0.20 if row["arm"] == "paper" else 0.30
     _, figures = bench.report(curve, tasks, ["fixed", "paper", "weighted"])
-    paper = figures["arms"]["paper"]["minus_fixed"]
-    assert paper["low"] < 0 and "NOT met" in bench.target_lines(figures)[0]
+    paper, weighted = figures["arms"]["paper"]["minus_fixed"], figures["arms"]["weighted"]["minus_fixed"]
+    assert weighted["mean"] >= 0.03 and weighted["low"] < 0  # its mean alone would pass
+    lines = bench.target_lines(figures)
+    assert lines[0].endswith("NOT met") and paper["mean"] < 0 and lines[1].endswith("NOT met")
+
+
+def test_fewer_than_five_seeds_or_a_cell_far_under_fixed_misses_the_target(bench):
+    curve, tasks = _runs()
+    curve = [row for row in curve if row["seed"] < 4]
+    for row in tasks:  # weighted no longer solves the 1-call task
+        if row["arm"] == "weighted" and row["task_id"] == "t0":
+            row.update(success=0, reward=0.0)
+    _, figures = bench.report(curve, [row for row in tasks if row["seed"] < 4], ["fixed", "paper", "weighted"])
+    lines = bench.target_lines(figures)
+    assert ", 4 seed(s): target" in lines[0] and lines[0].endswith("NOT met")
+    assert lines[2] == "- cells where weighted ends more than 5 points under fixed: 1 call(s) -100.0: target NOT met"
+
+
+def test_the_time_table_reads_each_phase_of_each_run(bench):
+    runs = [{"arm": "fixed", "load": 2.0, **{f"{p}_s": 0.0 for p in bench.PHASES}, "train_s": 30.0, "eval_s": 10.0},
+            {"arm": "fixed", "load": float("nan"), **{f"{p}_s": 0.0 for p in bench.PHASES}, "train_s": 50.0,
+             "eval_s": 10.0}]
+    lines = bench.time_lines(runs, ["fixed", "plr"])
+    assert len(lines) == 3  # plr has no run
+    assert lines[2] == ("| fixed | 2 | 0.0 s (0%) | 40 s (80%) | 10 s (20%) | 0.0 s (0%) | 0.0 s (0%) | 0.0 s (0%) "
+                        "| 0.0 s (0%) | 50 s | 2.0-2.0 |")
 
 
 def test_only_steps_every_run_evaluated_enter_the_means(bench):
@@ -117,6 +146,7 @@ def test_each_run_counts_contaminated_candidates_and_dead_groups_per_arm(bench, 
     run = bench.read_run(db, "plr", 0)
     assert {k: run[k] for k in bench.GATE_AND_HEALTH_COLUMNS} == {"candidates": 3, "contaminated": 1, "groups": 3,
                                                                  "dead_groups": 2}
+    assert {run[f"{phase}_s"] for phase in bench.PHASES} == {0.0}  # ingested, never run: no phase
     assert bench.read_run(db, "plr", 0, up_to_step=1)["dead_groups"] == 1
     other = {"arm": "fixed", "seed": 1, "candidates": 0, "contaminated": 0, "groups": 4, "dead_groups": 1}
     assert bench.gate_and_health_lines([run, other], ["fixed", "plr", "paper"])[2:] == [
@@ -140,7 +170,11 @@ def test_quick_benchmark_runs_fixes_the_held_out_set_and_resumes(tmp_path):
     assert len(start) == 1  # both arms start from the seed's one warmed-up policy
     with (out / "tasks.csv").open() as handle:
         assert {r["task_id"] for r in csv.DictReader(handle)} == {row["task_id"] for row in manifest}
-    assert "Target (issue 18):" in (out / "table.md").read_text()
+    table = (out / "table.md").read_text()
+    assert "Target (issue 42):" in table and "Where a run's time goes" in table
+    with (out / "runs.csv").open() as handle:
+        runs = list(csv.DictReader(handle))
+    assert len(runs) == 2 and all(float(run["train_s"]) > 0 and float(run["eval_s"]) > 0 for run in runs)
 
     again = _run(out)  # everything finished: read back, the same figures
     assert again.returncode == 0, again.stderr[-3000:]
