@@ -17,7 +17,9 @@ policy, 25 GRPO steps a round, offline:calc synthesis) and the benchmark's rewar
   synthesis, as ``paper`` is synthesis without reweighting);
 - ``alive``: ``weighted`` with the coevolve strategy's ``dead`` term (tasks whose recent GRPO groups were dead,
   every reward equal, are drawn less), judged by its dead share and its held-out success at the same number of
-  rollouts as every other arm.
+  rollouts as every other arm;
+- ``keep``: ``weighted`` whose synthesized tasks keep their seed's number of calls and user turns
+  (``offline:calc``'s ``keep``), so the growing set keeps the mix of the tasks it grows from.
 
 ``weighted`` is the engine's default configuration (``DEFAULT_ARM``): the target lines at the end of the report are
 about it.
@@ -62,6 +64,7 @@ ARMS = {
     "dapo-filter": ["curriculum.strategy=dapo-filter", "curriculum.settings={}"],
     "reweight": ["synthesis.synthesizer=none"],
     "alive": ["curriculum.settings.dead=0.9"],
+    "keep": ['synthesis.options.keep=["calls", "turns"]'],
 }
 #: The arm that runs the engine's default configuration (the demo's): what the targets are about.
 DEFAULT_ARM = "weighted"

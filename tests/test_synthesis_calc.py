@@ -300,3 +300,24 @@ def test_stepping_stones_can_be_turned_off(pattern_db, patterns):
     assert len(off) == 12
     with pytest.raises(ValueError, match="window must be >= 1"):
         OfflineCalcSynthesizer(window=0)
+
+
+@pytest.mark.parametrize("signal", ["boundary", "rare"])
+def test_keep_holds_the_seeds_calls_and_turns(pattern_db, patterns, signal):
+    pattern = patterns[signal]
+
+    def shape(cell):
+        return len(cell.chain), cell.turns
+
+    free = propose_for(OfflineCalcSynthesizer(), pattern_db, pattern, n=20)
+    kept = propose_for(load_synthesizer("offline:calc", keep=["calls", "turns"]), pattern_db, pattern, n=20)
+    assert len(kept) == 20
+    changed = [c for c in free if shape(cell_of(c.spec)) != shape(cell_of(pattern.tasks[c.provenance["parents"][0]]
+                                                                          ["spec"]))]
+    assert changed  # without keep, some moves change the number of calls or of turns
+    for candidate in kept:
+        parent = cell_of(pattern.tasks[candidate.provenance["parents"][0]]["spec"])
+        assert shape(cell_of(candidate.spec)) == shape(parent)
+        assert not any(move.startswith(("append", "drop", "turns")) for move in candidate.provenance["moves"])
+    with pytest.raises(ValueError, match="keep: unknown parameter.s. chain"):
+        OfflineCalcSynthesizer(keep=["chain"])

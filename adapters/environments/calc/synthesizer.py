@@ -31,6 +31,11 @@ calc training tasks):
 
 Without rollouts in the store (or ``stepping_stones = false``) every factor is 1 and the moves are as above.
 
+``keep`` names parameters no move may change (``keep = ["calls", "turns"]``: every candidate has its seed's
+number of calls and user turns, so the task set keeps the mix of the tasks it grows from; moving a 3-call task
+otherwise often drops a call or joins its turns into one, and the synthesized tasks lean to fewer turns). A seed
+whose every move is kept gives no candidate. The default keeps nothing.
+
 Moves stay inside ``FULL_SPACE`` (the held-out test set's space), or inside the narrower ``space`` the
 synthesizer is given (``[synthesis.options] space = {forms = ["steps"]}``: a seed outside it is first moved
 into it, e.g. a 'goal' task to its 'steps' twin). A candidate's prompt is new: never one of a
@@ -64,6 +69,8 @@ NAME = "offline:calc"
 #: How many moves away from the seed's cell, per dominant signal.
 MOVES = {"forgetting": 0, "boundary": 1, "rare": 2}
 PARAMETERS = ("calls", "tool", "operands", "distractors", "form")
+#: What a move may change (``neighbours``), and so what ``keep`` may name.
+MOVE_PARAMETERS = (*PARAMETERS, "turns")
 
 
 def cell_of(spec: dict[str, Any]) -> Cell:
@@ -148,12 +155,13 @@ class OfflineCalcSynthesizer(Synthesizer):
     name = NAME
 
     def __init__(self, *, attempts: int = 8, space: Mapping[str, Any] | None = None,
-                 stepping_stones: bool = True, window: int = 50) -> None:
+                 stepping_stones: bool = True, window: int = 50, keep: Sequence[str] = ()) -> None:
         """attempts: tries per wanted candidate before a pattern gives up. space: the skill values candidates
         may take (``skill_space``; default ``FULL_SPACE``), e.g. ``{"forms": ["steps"]}`` when the policy is
         not meant to learn the 'goal' form. stepping_stones: steer boundary moves towards cells of partial
         success and rare moves towards the tools the policy under-uses (module docstring). window: how many
-        of the latest training steps' rollouts the stepping stones read."""
+        of the latest training steps' rollouts the stepping stones read. keep: parameters no move may change
+        (``MOVE_PARAMETERS``; e.g. ["calls", "turns"] keeps the seeds' mix of calls and user turns)."""
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts}")
         if window < 1:
@@ -162,11 +170,16 @@ class OfflineCalcSynthesizer(Synthesizer):
         self.space = skill_space(space)
         self.stepping_stones = stepping_stones
         self.window = window
+        keep = [keep] if isinstance(keep, str) else list(keep)
+        if unknown := sorted(set(keep) - set(MOVE_PARAMETERS)):
+            raise ValueError(f"keep: unknown parameter(s) {', '.join(map(str, unknown))} (a move changes one of "
+                             f"{', '.join(MOVE_PARAMETERS)})")
+        self.keep = frozenset(keep)
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int = 20,
                 seed: int = 0) -> list[Candidate]:
         pool = _pool(store)
-        run = _Run(pool, seed, self.attempts, self.space)
+        run = _Run(pool, seed, self.attempts, self.space, self.keep)
         if self.stepping_stones:
             run.outcomes, run.tool_use = policy_outcomes(store, self.window)
         plans = [(pattern, seeds) for pattern in patterns if (seeds := _seeds(pattern))]
@@ -259,8 +272,10 @@ def _seeds(pattern: FailurePattern) -> list[tuple[str, dict[str, Any]]]:
 class _Run:
     """One ``propose`` call: the store's calc tasks, how often each skill value occurs, what was made."""
 
-    def __init__(self, pool: list[dict[str, Any]], seed: int, attempts: int, space: SkillSpace = FULL_SPACE) -> None:
+    def __init__(self, pool: list[dict[str, Any]], seed: int, attempts: int, space: SkillSpace = FULL_SPACE,
+                 keep: frozenset[str] = frozenset()) -> None:
         self.seed = seed
+        self.keep = keep
         self.attempts = attempts
         self.space = space
         self.prompts = {spec.get("prompt") for spec in pool if isinstance(spec, dict)}
@@ -292,7 +307,7 @@ class _Run:
         return made
 
     def _move(self, cell: Cell, rng: random.Random, rare: bool) -> tuple[Cell, str] | None:
-        options = neighbours(cell, self.space)
+        options = [option for option in neighbours(cell, self.space) if option[0] not in self.keep]
         if not options:
             return None
         if rare:  # towards what the store holds least of (the tools: what the policy calls least, if known)
