@@ -114,7 +114,7 @@ SCRIPTS: dict[str, list[str]] = {
     "curriculum_bench.py": [
         r"^held-out set: \d+ tasks, fixed in ", r"^\| arm \| final held-out, mean \(sd\) \|", r"^\| fixed \| ",
         r"^\| weighted \| ", r"^Held-out success, mean over seeds", r"^Final held-out success by skill parameter",
-        r"^Where a run's time goes", r"^\| fixed \| 1 \| \d+ s \(", r"^Target \(issue 42\):",
+        r"^Where a run's time goes", r"^\| fixed \| 1 \| [\d.]+ s \(", r"^Target \(issue 42\):",
         r"^- weighted \(the default\) minus fixed: ",
         r"^written: .*table\.md, .*heldout\.png, .*results\.csv, .*tasks\.csv$",
     ],
