@@ -634,6 +634,27 @@ def _ingest(
     return IngestReport(label, kind, fmt, records, added, ingest_id)
 
 
+def remove_ingested(store: OpenStore, label: str, *, kind: str = "trajectories") -> int:
+    """Undo the in-memory ingests of ``kind`` whose label starts with ``label`` (e.g. an interrupted round's
+    rollouts, each write named ``run round R train ...``): their rows and their ``ingests`` rows go, in the caller's
+    transaction if one is open (it joins it), else in one of its own. Rows any other ingest wrote stay, also at the
+    same steps or tasks. Returns the rows removed."""
+    if kind not in FIELDS:
+        raise IngestError(label, f"unknown record kind {kind!r}; known: {', '.join(FIELDS)}")
+    if store.read_only:
+        raise IngestError(label, "the store is open read-only")
+    table = quote_ident(kind)
+    with store.transaction() as con:
+        written = [i for (i,) in con.execute(
+            "SELECT ingest_id FROM ingests WHERE kind = $kind AND format = 'records' AND starts_with(path, $label)",
+            {"kind": kind, "label": label}).fetchall()]
+        removed = con.execute(f"SELECT count(*) FROM {table} WHERE list_contains($written, ingest_id)",
+                              {"written": written}).fetchall()[0][0]
+        con.execute(f"DELETE FROM {table} WHERE list_contains($written, ingest_id)", {"written": written})
+        con.execute("DELETE FROM ingests WHERE list_contains($written, ingest_id)", {"written": written})
+    return int(removed)
+
+
 def _prepare(work: duckdb.DuckDBPyConnection, kind: str) -> dict[str, pa.Table]:
     return _prepare_trajectories(work) if kind == "trajectories" else _prepare_tasks(work)
 

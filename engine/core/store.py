@@ -30,7 +30,7 @@ from coevolve_engine.core import sqlfiles
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.sqlident import quote_ident
 from coevolve_engine.core.errors import StoreDamagedError, StoreError, StoreLockedError
-from coevolve_engine.core.ingest import IngestReport, ingest_file, ingest_opened, ingest_records
+from coevolve_engine.core.ingest import IngestReport, ingest_file, ingest_opened, ingest_records, remove_ingested
 from coevolve_engine.core.store_repair import already_applied, rebuild_bookkeeping
 
 DEFAULT_DB = "coevolve.duckdb"
@@ -369,6 +369,11 @@ class Store:
     def ingest_tasks(self, path: str | os.PathLike[str], *, format: str | None = None) -> IngestReport:
         """Ingest one file of task records as one unit; see ``coevolve_engine.core.ingest``."""
         return ingest_file(self, Path(path), kind="tasks", format=format)
+
+    def remove_ingested(self, label: str, *, kind: str = "trajectories") -> int:
+        """Undo the in-memory ingests of ``kind`` whose label starts with ``label``, in the open transaction if
+        any; see ``coevolve_engine.core.ingest.remove_ingested``. Returns the rows removed."""
+        return remove_ingested(self, label, kind=kind)
 
 
 def ingest_path(db: str | os.PathLike[str], path: str | os.PathLike[str], *, kind: str, format: str | None = None,

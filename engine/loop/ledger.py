@@ -1,6 +1,7 @@
 """The run's state machine, kept in the store: which phase of which round started and finished.
 
-``run_phases`` has one row per (round, phase) started, ``rounds`` one per round. A phase starts (``start``:
+``run_phases`` has one row per (round, phase) started, ``rounds`` one per round; this module is the only one that
+writes either. A phase starts (``start``:
 a row, or one more attempt on it), does its work, and finishes (``finish``): its outputs and its 'finished'
 mark are committed in one transaction, together with whatever its ``commit`` step writes, so a phase whose
 outputs must land atomically (weights, patterns, train) gets that transaction from here. A rerun resumes at
@@ -126,6 +127,18 @@ def round_row(store: Store, round_: int) -> dict[str, Any]:
     names = [c[0] for c in cursor.description]
     rows = cursor.fetchall()
     return dict(zip(names, rows[0])) if rows else {}
+
+
+def record_round_start(store: Store, round_: int, policy: str, first_step: int) -> None:
+    """The policy round ``round_`` trains from and its first step (in the caller's transaction)."""
+    store.execute("UPDATE rounds SET policy = $policy, first_step = $first WHERE round = $r",
+                  {"policy": policy, "first": first_step, "r": round_})
+
+
+def record_checkpoint(store: Store, round_: int, checkpoint: str) -> None:
+    """The checkpoint round ``round_`` trained to (in the caller's transaction: the train phase's commit)."""
+    store.execute("UPDATE rounds SET checkpoint = $checkpoint WHERE round = $r",
+                  {"checkpoint": checkpoint, "r": round_})
 
 
 def round_steps(run: RunContext, round_: int, store: Store | None = None) -> tuple[int, int]:

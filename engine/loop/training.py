@@ -15,7 +15,7 @@ from coevolve_engine.curriculum import compute_weights
 from coevolve_engine.loop.config import checkpoint_folder
 from coevolve_engine.loop.context import RunContext, RunError
 from coevolve_engine.loop.launch import launch
-from coevolve_engine.loop.ledger import round_row, warmup_checkpoint
+from coevolve_engine.loop.ledger import record_checkpoint, record_round_start, round_row, warmup_checkpoint
 from coevolve_engine.loop.summary import pct, plain_outputs, round_totals
 from coevolve_engine.core.store import Store
 from coevolve_engine.loop.train_round import TrainSpec, train_round
@@ -125,8 +125,7 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
 def commit_train(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
     """(commit) The round's checkpoint recorded, and the success rate of its rollouts."""
     totals = round_totals(store, run.config, outputs["first_step"], outputs["last_step"])
-    store.execute("UPDATE rounds SET checkpoint = $checkpoint WHERE round = $r",
-                  {"checkpoint": outputs["checkpoint"], "r": round_})
+    record_checkpoint(store, round_, outputs["checkpoint"])
     return {**outputs, "success_rate": totals["success_rate"]}
 
 
@@ -147,21 +146,14 @@ def _start_round(run: RunContext, round_: int) -> tuple[str, int, int]:
     ingests rows. Only the attempt's own writes go, found by their ingests label: rows another command put at
     the round's steps (``ingest trajectories``, ``rollout``) stay. Returns (policy, first step, rollouts
     removed)."""
-    with run.store() as store, store.transaction() as con:
+    with run.store() as store, store.transaction():
         policy = _starting_policy(run, store, round_)
         first, removed = round_row(store, round_).get("first_step"), 0
         if first is not None:
-            written = [i for (i,) in con.execute(
-                "SELECT ingest_id FROM ingests WHERE kind = 'trajectories' AND format = 'records' "
-                "AND starts_with(path, $label)", {"label": train_label(round_) + " "}).fetchall()]
-            removed = store.scalar("SELECT count(*) FROM trajectories WHERE list_contains($written, ingest_id)",
-                                   {"written": written})
-            con.execute("DELETE FROM trajectories WHERE list_contains($written, ingest_id)", {"written": written})
-            con.execute("DELETE FROM ingests WHERE list_contains($written, ingest_id)", {"written": written})
+            removed = store.remove_ingested(train_label(round_) + " ", kind="trajectories")
         else:
             first = int(store.scalar("SELECT coalesce(max(step), 0) FROM trajectories")) + 1
-        con.execute("UPDATE rounds SET policy = $policy, first_step = $first WHERE round = $r",
-                    {"policy": policy, "first": first, "r": round_})
+        record_round_start(store, round_, policy, int(first))
     return policy, int(first), removed
 
 

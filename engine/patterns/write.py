@@ -8,7 +8,8 @@ tie goes to the smaller trajectory id). One ``pattern_members`` row per member, 
 distance to the centre and the hash of the text that was embedded.
 
 Everything a round writes is written in one transaction; with ``replace`` the round's earlier patterns and
-members are deleted in that same transaction.
+members are deleted in that same transaction. A pattern's summary (``summarize``) is written here too
+(``record_summary``): this module is the only writer of both tables.
 """
 
 from __future__ import annotations
@@ -149,3 +150,15 @@ def write_rows(store: Store, round_: int, patterns: list[PatternRow], members: l
         finally:
             con.unregister("new_pattern_members")
     return replaced
+
+
+def record_summary(store: Store, pattern_id: str, *, summary: dict[str, Any] | None = None,
+                   error: str | None = None) -> None:
+    """A pattern's summary (clearing an earlier error), or the error that kept it from one (keeping an earlier
+    summary)."""
+    if summary is not None:
+        store.execute("UPDATE failure_patterns SET summary = $summary, summary_error = NULL WHERE pattern_id = $id",
+                      {"summary": json.dumps(summary), "id": pattern_id})
+    else:
+        store.execute("UPDATE failure_patterns SET summary_error = $error WHERE pattern_id = $id",
+                      {"error": error, "id": pattern_id})

@@ -174,8 +174,10 @@ def pending_candidates(store: "Store", round: int | None = None) -> list[Candida
 
 def record_verdict(con: "duckdb.DuckDBPyConnection", candidate_id: str, *, verdict: str, reason: str,
                    checks: Sequence[Mapping[str, Any]], novelty: float | None = None,
-                   success_rate: float | None = None, task_id: str | None = None) -> None:
-    """Give a pending candidate its verdict; call inside the transaction that also adds its task.
+                   success_rate: float | None = None, task_id: str | None = None,
+                   eval_similarity: float | None = None) -> None:
+    """Give a pending candidate its verdict (with the checks' figures); call inside the transaction that also adds
+    its task. This module is the only writer of ``candidates``.
 
     Raises CoevolveError when the candidate is not pending (another validator got there first), so that
     transaction rolls back.
@@ -184,10 +186,10 @@ def record_verdict(con: "duckdb.DuckDBPyConnection", candidate_id: str, *, verdi
         raise ValueError(f"verdict must be 'accepted' or 'rejected', got {verdict!r}")
     updated = con.execute(
         "UPDATE candidates SET verdict = $verdict, reason = $reason, checks = CAST($checks AS JSON), "
-        "novelty = $novelty, success_rate = $success_rate, task_id = $task_id "
+        "novelty = $novelty, success_rate = $success_rate, task_id = $task_id, eval_similarity = $eval_similarity "
         "WHERE candidate_id = $id AND verdict = 'pending' RETURNING candidate_id",
         {"verdict": verdict, "reason": reason, "checks": canonical_json(list(checks)), "novelty": novelty,
-         "success_rate": success_rate, "task_id": task_id, "id": candidate_id},
+         "success_rate": success_rate, "task_id": task_id, "eval_similarity": eval_similarity, "id": candidate_id},
     ).fetchall()
     if not updated:
         raise CandidateNotPending(f"candidate {candidate_id!r} is not pending (already validated, or unknown)")

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.llm import LLMClient, LLMError, LLMUsage
 from coevolve_engine.patterns.render import render_row, task_text
+from coevolve_engine.patterns.write import record_summary
 from coevolve_engine.prompts import load_prompt
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 
@@ -175,11 +176,9 @@ def _pick_round(store: Store, round: int | None) -> int:
 def _write(store_path, outcome: PatternOutcome, wait: float) -> None:
     with Store(store_path, create=False, wait=wait) as store, store.transaction():
         if outcome.ok:
-            store.execute("UPDATE failure_patterns SET summary = $summary, summary_error = NULL "
-                          "WHERE pattern_id = $id", {"summary": json.dumps(outcome.summary), "id": outcome.pattern_id})
+            record_summary(store, outcome.pattern_id, summary=outcome.summary)
         else:
-            store.execute("UPDATE failure_patterns SET summary_error = $error WHERE pattern_id = $id",
-                          {"error": outcome.error, "id": outcome.pattern_id})
+            record_summary(store, outcome.pattern_id, error=outcome.error)
 
 
 # -- the prompt --------------------------------------------------------------------------------------------

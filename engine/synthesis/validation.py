@@ -436,8 +436,7 @@ def _record(store: Store, candidate: Candidate, verdict: Verdict) -> Verdict | N
         with store.transaction() as con:
             record_verdict(con, candidate.candidate_id, verdict=verdict.verdict, reason=verdict.reason,
                            checks=checks, novelty=verdict.novelty, success_rate=verdict.success_rate,
-                           task_id=verdict.task_id)
-            _record_eval_similarity(con, candidate.candidate_id, verdict.eval_similarity)
+                           task_id=verdict.task_id, eval_similarity=verdict.eval_similarity)
             if verdict.verdict == "accepted":
                 _add_task(store, candidate, checks, verdict.eval_similarity)
         return verdict
@@ -450,15 +449,8 @@ def _record(store: Store, candidate: Candidate, verdict: Verdict) -> Verdict | N
         with store.transaction() as con:
             record_verdict(con, candidate.candidate_id, verdict="rejected", reason="task_insert",
                            checks=[asdict(check) for check in verdict.checks], novelty=verdict.novelty,
-                           success_rate=verdict.success_rate)
-            _record_eval_similarity(con, candidate.candidate_id, verdict.eval_similarity)
+                           success_rate=verdict.success_rate, eval_similarity=verdict.eval_similarity)
         return verdict
-
-
-def _record_eval_similarity(con: Any, candidate_id: str, value: float | None) -> None:
-    """``candidates.eval_similarity``, in the transaction that writes the verdict."""
-    con.execute("UPDATE candidates SET eval_similarity = $value WHERE candidate_id = $id",
-                {"value": value, "id": candidate_id})
 
 
 def _add_task(store: Store, candidate: Candidate, checks: list[dict[str, Any]],
