@@ -35,7 +35,7 @@ from typing import Any
 def score(policy: Path, env, tasks: list[dict[str, Any]],
           max_new_tokens: int = 48) -> tuple[float, dict[str, list[int]]]:
     """Greedy success rate on ``tasks`` (the engine's evaluation), and successes per skill value."""
-    from coevolve_engine.checkpoint_eval import evaluate_policy, success_rate
+    from coevolve_engine.eval.checkpoint import evaluate_policy, success_rate
 
     results = evaluate_policy(policy, env, tasks, max_new_tokens=max_new_tokens, max_model_calls_per_turn=3)
     by_skill: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -50,7 +50,7 @@ def score(policy: Path, env, tasks: list[dict[str, Any]],
 def build_store(work: Path, env, args) -> tuple[Path, list[dict], list[dict]]:
     """The store: training tasks with reference demonstrations at step 0, and the held-out tasks."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
     from coevolve_engine.core.store import Store
 
     train = list(env.load_tasks(split=args.train_split, n=args.train_tasks))

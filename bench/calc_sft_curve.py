@@ -41,14 +41,14 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--demo is required (or --smoke)")
 
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.checkpoint_eval import evaluate_policy, success_rate
+    from coevolve_engine.eval.checkpoint import evaluate_policy, success_rate
     from coevolve_engine.core.store import Store
     from coevolve_engine.trainers import BatchSource
     from coevolve_engine.trainers.sft import RFTConfig, RFTTrainer
 
     work = Path(tempfile.mkdtemp(prefix="sft-curve-"))
     if args.demo is None:  # --smoke: the quick demo's store and policy, as `coevolve-engine demo --quick` makes them
-        from coevolve_engine.demo import QUICK, prepare
+        from coevolve_engine.loop.demo import QUICK, prepare
 
         prepare(work / "demo", QUICK)
     demo = Path(args.demo) if args.demo else work / "demo"

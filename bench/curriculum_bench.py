@@ -24,7 +24,7 @@ policy, 25 GRPO steps a round, offline:calc synthesis) and the benchmark's rewar
 ``weighted`` is the engine's default configuration (``DEFAULT_ARM``): the target lines at the end of the report are
 about it.
 
-Per seed the demo's store and policy are prepared and warmed up once (``coevolve_engine.demo``); every arm of
+Per seed the demo's store and policy are prepared and warmed up once (``coevolve_engine.loop.demo``); every arm of
 that seed starts from that checkpoint on a copy of the store and trains the same number of steps, so the arms pair
 by seed. The held-out tasks are the demo's (calc's test split, 'steps' form, 157 tasks); their ids and spec
 hashes are written to ``OUT/heldout.json`` before any arm runs, and every run's store is checked against it before
@@ -80,7 +80,7 @@ BASELINES = ("fixed", "paper")
 def heldout_manifest(n: int) -> list[dict]:
     """The demo's ``n`` held-out tasks (as ``prepare`` stores them) as (task_id, sha256 of the spec), by id."""
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.demo import held_out
+    from coevolve_engine.loop.demo import held_out
 
     tasks = held_out(load_environment("calc"))[:n]
     return sorted(({"task_id": t["task_id"], "spec_sha256": _spec_hash(t["spec"])} for t in tasks),
@@ -121,7 +121,7 @@ def check_store_heldout(db: Path, manifest: list[dict]) -> None:
 
 def warmed_base(out: Path, seed: int, quick: bool, sets: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """The seed's prepared store (tasks, demonstrations) and its warmed-up checkpoint, made once."""
-    from coevolve_engine.demo import FULL, QUICK, prepare, run_demo
+    from coevolve_engine.loop.demo import FULL, QUICK, prepare, run_demo
     from coevolve_engine.loop.run import warmup_checkpoint
     from coevolve_engine.core.store import Store
 
@@ -141,7 +141,7 @@ def run_arm(out: Path, seed: int, arm: str, base_db: Path, warmed: Path, quick: 
             manifest: list[dict]) -> dict:
     """One arm's run from the seed's warmed-up checkpoint (resumed if it was interrupted): its held-out curve and
     its final verdict on every held-out task."""
-    from coevolve_engine.demo import FULL, QUICK, demo_config_text
+    from coevolve_engine.loop.demo import FULL, QUICK, demo_config_text
     from coevolve_engine.loop import RunLoop, load_config
     from coevolve_engine.core.store import Store
 
@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> None:
     sets = (*REWARDS[args.reward], *args.sets)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from coevolve_engine.demo import FULL, QUICK
+    from coevolve_engine.loop.demo import FULL, QUICK
 
     size = QUICK if args.quick else FULL
     manifest = fix_heldout(args.out, size.eval_tasks)

@@ -32,7 +32,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def build_policy(folder: Path, environment, tasks, warmup: int) -> Path:
     """A tiny Qwen3 with the demo's shape, fine-tuned ``warmup`` steps on reference rollouts of ``tasks``."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
     from coevolve_engine.core.store import Store
     from coevolve_engine.trainers import BatchSource
     from coevolve_engine.trainers.sft import RFTConfig, RFTTrainer, demonstrations

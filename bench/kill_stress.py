@@ -44,7 +44,7 @@ from pathlib import Path
 
 import duckdb
 
-from coevolve_engine.demo import STORE_NAME
+from coevolve_engine.loop.demo import STORE_NAME
 
 _SCRIPT = Path(sys.executable).parent / "coevolve-engine"
 ENGINE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "coevolve_engine.cli"]

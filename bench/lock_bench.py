@@ -34,7 +34,7 @@ from pathlib import Path
 
 import duckdb
 
-from coevolve_engine.demo import STORE_NAME
+from coevolve_engine.loop.demo import STORE_NAME
 from coevolve_engine.core.store import Store
 
 _SCRIPT = Path(sys.executable).parent / "coevolve-engine"

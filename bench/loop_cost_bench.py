@@ -147,7 +147,7 @@ def section_sink(folder: Path, args) -> None:
 
 
 def section_demo(folder: Path, args) -> None:
-    from coevolve_engine.demo import run_demo
+    from coevolve_engine.loop.demo import run_demo
 
     groups, k = getattr(args, "demo_groups", 6), getattr(args, "demo_k", 8)  # smaller only in --smoke
     overrides = (f"warmup.steps={args.demo_warmup}", f"trainer.steps_per_round={args.demo_steps}",
@@ -290,7 +290,7 @@ def flagged_store(path: Path, texts: int) -> None:
 
 
 def section_patterns(folder: Path, args) -> None:
-    from coevolve_engine.embeddings import Embedder
+    from coevolve_engine.models.embeddings import Embedder
     from coevolve_engine.patterns import find_patterns
     from coevolve_engine.patterns.find import embed_ahead
 

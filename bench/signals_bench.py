@@ -6,7 +6,7 @@
 
 It generates the tasks and the trajectories (Parquet), ingests the tasks, then the trajectories (the time
 printed), into a fresh store, then computes every public
-signal view three ways: the store's SQL views, the plain-Python reference (``coevolve_engine.signals_reference``)
+signal view three ways: the store's SQL views, the plain-Python reference (``tests/signals_reference.py``)
 and pandas (below). It checks that all three agree row for row and prints the times and the ratios.
 
 DuckDB times are wall-clock seconds to compute each view and fetch all its rows as Arrow. "alone" queries each
@@ -31,10 +31,12 @@ import pyarrow as pa
 import polars as pl
 import pyarrow.parquet as pq
 
-from coevolve_engine import signals_reference as ref
 from coevolve_engine.core.signal_params import SignalParams
-from coevolve_engine.snapshot import signal_snapshot
+from coevolve_engine.signals.snapshot import signal_snapshot
 from coevolve_engine.core.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import signals_reference as ref  # noqa: E402  the executable specification, kept with the tests
 
 VIEWS = ("task_steps", "forgetting", "forgetting_events", "boundary", "rare_patterns",
          "flagged_trajectories", "task_signals")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from patterns_bench import build_store
 
-from coevolve_engine.llm import LLMClient
+from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.patterns import find_patterns
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import synthesize

@@ -18,7 +18,7 @@ from typing import Any
 from coevolve_engine.adapters.agents.answer_format import answer_decoder, family_of
 from coevolve_engine.adapters.agents.base import EpisodeLimits
 from coevolve_engine.adapters.agents.player import Play, play_all
-from coevolve_engine.checkpoint_eval import ModelAgent
+from coevolve_engine.eval.checkpoint import ModelAgent
 from coevolve_engine.trainers.trl_grpo.episodes import play_episodes
 from coevolve_engine.trainers.verl_tokens import episode_chat, play_tokens
 

@@ -167,7 +167,7 @@ def test_an_environment_without_worlds_says_so_and_calc_has_its_start_values():
 @pytest.fixture(scope="module")
 def embedder():
     """One sentence embedder for the module's validations (its model loads once)."""
-    from coevolve_engine.embeddings import Embedder
+    from coevolve_engine.models.embeddings import Embedder
 
     return Embedder()
 

@@ -19,7 +19,7 @@ import pytest
 from bfcl_patterns import insert_patterns, rollouts
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.adapters.environments.calc.tasks import run_steps, skill_of
-from coevolve_engine.demo import frontier_tasks, held_out, seed_tasks
+from coevolve_engine.loop.demo import frontier_tasks, held_out, seed_tasks
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis import contamination
 from coevolve_engine.synthesis.candidates import Candidate, synthesize, write_candidates

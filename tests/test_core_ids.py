@@ -22,7 +22,7 @@ def test_nan_and_infinities_are_refused(value):
 
 
 def test_the_llm_log_and_the_candidates_table_use_the_same_function():
-    from coevolve_engine import llm
+    from coevolve_engine.models import llm
     from coevolve_engine.synthesis import candidates
 
     assert llm.canonical_json is canonical_json

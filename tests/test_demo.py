@@ -134,7 +134,7 @@ def test_two_demos_on_one_folder_one_refuses_and_the_other_equals_a_solo_run(dem
 
 
 def test_the_held_out_curve_is_one_bar_per_evaluation():
-    from coevolve_engine.demo import curve_lines
+    from coevolve_engine.loop.demo import curve_lines
 
     text = curve_lines([("start", 0, 61, 157), ("round 0", 25, 62, 157), ("round 1", 50, 58, 157)], width=10)
     assert text.splitlines() == [
@@ -150,10 +150,10 @@ def test_a_demo_killed_while_it_prepares_finishes_preparing_when_run_again(tmp_p
     """The demonstrations are written one task at a time and the policy is saved in several files: a demo
     killed in the middle of either, run again, has every demonstration and a whole policy, as an uninterrupted
     one does (the policy's tokenizer and warm-up are built from the demonstrations)."""
-    from coevolve_engine import demo as demo_module
+    from coevolve_engine.loop import demo as demo_module
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
 
     folder = tmp_path / "demo"
     folder.mkdir()

@@ -56,7 +56,7 @@ def test_without_one_the_cpu_in_float32(monkeypatch):
 def test_the_eval_phase_loads_the_checkpoint_on_the_accelerator_in_the_trainers_precision(fake_cuda, loads,
                                                                                              tmp_path):
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.checkpoint_eval import evaluate_policy
+    from coevolve_engine.eval.checkpoint import evaluate_policy
     from coevolve_engine.trainers.tiny_policy import build_tokenizer, qwen3_chat_template
     from coevolve_engine.trainers.trl_grpo.trainer import precision_settings
 

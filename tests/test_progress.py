@@ -1,4 +1,4 @@
-"""What a long command shows (coevolve_engine.progress): a bar per phase on a terminal, plain lines now and then
+"""What a long command shows (coevolve_engine.display.progress): a bar per phase on a terminal, plain lines now and then
 elsewhere, detail lines in the log; and the demo, run on a real terminal (a pty) and with its output
 redirected."""
 
@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from coevolve_engine.progress import Display, advance, detail, progress
+from coevolve_engine.display.progress import Display, advance, detail, progress
 
 
 class Terminal(io.StringIO):

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from coevolve_engine.core.signal_params import SignalParams
-from coevolve_engine.snapshot import signal_snapshot
+from coevolve_engine.signals.snapshot import signal_snapshot
 from coevolve_engine.core.store import Store
 from test_views_reference import _normalise, _random_records
 

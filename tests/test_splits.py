@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from coevolve_engine.cli import cli
 from coevolve_engine.curriculum import compute_weights
 from coevolve_engine.core.errors import CoevolveError, IngestError
-from coevolve_engine.heldout import TaskResult, eval_id, eval_tasks, find_evaluation, record_evaluation
+from coevolve_engine.eval.heldout import TaskResult, eval_id, eval_tasks, find_evaluation, record_evaluation
 from coevolve_engine.core.store import Store
 
 
@@ -76,7 +76,7 @@ def test_rollouts_never_play_eval_tasks(db_path):
     """Rollouts feed the signals and the synthesis, so a held-out task must never be rolled out for training."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
 
     calc = load_environment("calc")
     with Store(db_path) as store:

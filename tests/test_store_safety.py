@@ -48,7 +48,7 @@ def calc_store(db_path, jsonl):
     """A store with a few calc training tasks and their reference rollouts at step 0."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
     from coevolve_engine.adapters.environments import load_environment
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
 
     calc = load_environment("calc")
     with Store(db_path) as store:

@@ -69,7 +69,7 @@ def calc_store_once(tmp_path_factory):
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.core.store import Store
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
 
     path = tmp_path_factory.mktemp("allowlist") / "store.duckdb"
     calc = load_environment("calc")

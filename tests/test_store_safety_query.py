@@ -136,7 +136,7 @@ def test_query_cannot_loosen_its_own_settings(calc_store, mode):
 def test_the_locked_configuration_holds_behind_the_allow_list():
     import duckdb
 
-    from coevolve_engine.query import lock_down
+    from coevolve_engine.query.run import lock_down
 
     con = duckdb.connect()
     lock_down(con)

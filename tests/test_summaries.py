@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from scripted_server import http_error, text
 
 from coevolve_engine.cli import cli
-from coevolve_engine.llm import LLMClient
+from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.synthesis.summaries import SUMMARY_SCHEMA, SummaryError, summarise_patterns
 from coevolve_engine.core.store import Store
 

@@ -47,7 +47,7 @@ def bfcl():
 def store_db(bfcl, tmp_path_factory):
     """Tasks, two reference rollouts of each at step 0 (identical: one demonstration each) and a failure."""
     from coevolve_engine.adapters.agents.reference_agent import ReferenceAgent
-    from coevolve_engine.rollout_jobs import run_rollout_job
+    from coevolve_engine.rollouts.jobs import run_rollout_job
 
     environment, tasks = bfcl
     db = tmp_path_factory.mktemp("sft-store") / "store.duckdb"
@@ -204,7 +204,7 @@ def test_the_warmed_up_policy_makes_the_reference_calls(grpo, warmed, bfcl):
     What holds for any reasonable warm-up, not one machine's exact outcome (the same seed gives other float sums,
     so another warm-up, on another CPU): the policy learned the demonstrations, shown as rates over the three tasks'
     13 user turns. A tiny policy may miss a turn of a long episode on one machine and not on another."""
-    from coevolve_engine.checkpoint_eval import evaluate_policy
+    from coevolve_engine.eval.checkpoint import evaluate_policy
 
     environment, tasks = bfcl
     chosen = [task for task in tasks if task["task_id"] in TASKS]

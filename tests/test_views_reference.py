@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from coevolve_engine import signals_reference as ref
+import signals_reference as ref
 
 
 def _normalise(rows):

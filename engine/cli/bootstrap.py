@@ -10,7 +10,7 @@ import click
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.cli.options import Count, Number, SEED, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.cli.synthesis import kinds_option
-from coevolve_engine.progress import Display, detail, progress as bar
+from coevolve_engine.display.progress import Display, detail, progress as bar
 from coevolve_engine.synthesis.bootstrap import D0_QUERY, bootstrap as build
 from coevolve_engine.synthesis.validation import NOVELTY_THRESHOLD
 

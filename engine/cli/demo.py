@@ -9,11 +9,11 @@ import click
 from coevolve_engine.cli.options import ROUNDS, SEED
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.core.store import Store
-from coevolve_engine.demo import held_out_by_turns, held_out_curve, run_demo, write_report
+from coevolve_engine.loop.demo import held_out_by_turns, held_out_curve, run_demo, write_report
 from coevolve_engine.loop.config import ConfigError
 from coevolve_engine.loop.config_files import blame_override
 from coevolve_engine.loop.summary import loop_cost, rounds_table
-from coevolve_engine.progress import Display
+from coevolve_engine.display.progress import Display
 
 
 @click.command(epilog="""\b

@@ -13,7 +13,7 @@ from coevolve_engine.cli.options import Count, SEED, create_option, db_option, e
 from coevolve_engine.cli.rollout import episode_options, make_agent
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.store import Store
-from coevolve_engine.heldout import evaluate_agent, hold_out_category, select_eval_tasks
+from coevolve_engine.eval.heldout import evaluate_agent, hold_out_category, select_eval_tasks
 
 
 @click.command(name="eval", epilog="""\b

@@ -10,7 +10,7 @@ import click
 import polars as pl
 
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame
-from coevolve_engine.plugins import REGISTRIES, installed_plugins
+from coevolve_engine.plugins.installed import REGISTRIES, installed_plugins
 
 
 

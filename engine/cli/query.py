@@ -11,7 +11,7 @@ from coevolve_engine.cli.options import db_option, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame
 from coevolve_engine.core.outputs import check_output
 from coevolve_engine.core.sqlfiles import catalog
-from coevolve_engine.query import run_query
+from coevolve_engine.query.run import run_query
 from coevolve_engine.core.store import Store
 
 

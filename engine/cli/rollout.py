@@ -13,7 +13,7 @@ from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_S
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.cli.options import Count, Number, SEED, STEP, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.core.json_input import DuplicateKeyError, read_json
-from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE, run_rollout_job
+from coevolve_engine.rollouts.jobs import MAX_GROUP_SIZE, run_rollout_job
 
 
 def make_agent(model: str, **options: Any):

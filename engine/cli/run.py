@@ -21,7 +21,7 @@ from coevolve_engine.loop.run import RunLoop
 from coevolve_engine.loop.summary import loop_cost, rounds_table
 from coevolve_engine.loop.template import render_template
 from coevolve_engine.loop.train_round import quiet_libraries
-from coevolve_engine.progress import Display
+from coevolve_engine.display.progress import Display
 from coevolve_engine.trainers import TRAINERS
 
 

@@ -10,7 +10,7 @@ import click
 from coevolve_engine.cli.options import Count, db_option, renamed, signal_options, wait_option
 from coevolve_engine.cli.output import render_table
 from coevolve_engine.core.signal_params import SignalParams
-from coevolve_engine.signals import summarise
+from coevolve_engine.signals.summary import summarise
 from coevolve_engine.core.store import Store
 
 

@@ -8,7 +8,7 @@ import click
 
 from coevolve_engine.cli.options import Count, Number, ROUND, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.llm import LLMClient
+from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.synthesis.summaries import PatternOutcome, summarise_patterns
 
 QUERY_HINT = "select pattern_id, summary->>'failure_cause' from failure_patterns"

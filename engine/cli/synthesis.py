@@ -13,8 +13,8 @@ from coevolve_engine.cli.options import Count, Number, ROUND, SEED, db_option, e
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.cli.rollout import make_agent
 from coevolve_engine.core.registry import PluginContext
-from coevolve_engine.llm import LLMClient
-from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
+from coevolve_engine.models.llm import LLMClient
+from coevolve_engine.rollouts.jobs import MAX_GROUP_SIZE
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES, pending_candidates, synthesize as propose
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD

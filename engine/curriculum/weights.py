@@ -16,7 +16,7 @@ from coevolve_engine.core.weights import (  # the read side, shared with trainer
     WeightSet, check_weights, latest_round, load_weights)
 from coevolve_engine.curriculum.strategy import CurriculumError, CurriculumStrategy, load_strategy
 from coevolve_engine.core.signal_params import SignalParams
-from coevolve_engine.snapshot import signal_snapshot
+from coevolve_engine.signals.snapshot import signal_snapshot
 from coevolve_engine.core.store import Store
 
 SIGNAL_COMPONENTS = ("forgetting", "boundary", "rare")

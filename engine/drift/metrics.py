@@ -7,7 +7,7 @@ curriculum's own ``CHANGES_SQL`` (``coevolve_engine.curriculum.weights``), with 
 ``task_weights`` for round ``$round``, so the divergence here is the one in ``weight_sets.reason``.
 Diversity (SR@k, ED_rel) needs the task prompts' embeddings: the missing ones are computed with
 all-MiniLM-L6-v2 and, on a read-only store, kept in a temporary ``embeddings`` table that shadows the stored
-one for this connection only, and in the cache folder (``coevolve_engine.embeddings.VectorCache``) so the next
+one for this connection only, and in the cache folder (``coevolve_engine.models.embeddings.VectorCache``) so the next
 analysis embeds nothing.
 
 A store of ingested rollouts (no ``run``: no rounds row and at most one round) is analysed over windows of
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 import polars as pl
 
 from coevolve_engine.curriculum.weights import CHANGES_SQL
-from coevolve_engine.embeddings import DEFAULT_MODEL, Embedder, VectorCache, text_hash
+from coevolve_engine.models.embeddings import DEFAULT_MODEL, Embedder, VectorCache, text_hash
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.core.store import Store

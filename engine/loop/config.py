@@ -18,7 +18,7 @@ from coevolve_engine.core.settings import setting
 from coevolve_engine.core.signal_params import SignalParams, signal_setting
 from coevolve_engine.core.errors import CoevolveError, ConfigError  # noqa: F401 (ConfigError: the loop's)
 from coevolve_engine.loop.models import ModelsConfig
-from coevolve_engine.rollout_jobs import MAX_GROUP_SIZE
+from coevolve_engine.rollouts.jobs import MAX_GROUP_SIZE
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES, offline_synthesizer
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.loop.config import RunConfig
-from coevolve_engine.progress import detail
+from coevolve_engine.display.progress import detail
 from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.store import Store
 

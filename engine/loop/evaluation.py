@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from coevolve_engine.checkpoint_eval import evaluate_policy
-from coevolve_engine.heldout import eval_id, eval_tasks, find_evaluation, record_evaluation
+from coevolve_engine.eval.checkpoint import evaluate_policy
+from coevolve_engine.eval.heldout import eval_id, eval_tasks, find_evaluation, record_evaluation
 from coevolve_engine.loop.context import RunContext
 from coevolve_engine.loop.ledger import round_row, round_steps
 from coevolve_engine.loop.summary import pct
-from coevolve_engine.progress import advance
+from coevolve_engine.display.progress import advance
 
 
 def evaluate(run: RunContext, round_: int, label: str) -> dict[str, Any]:

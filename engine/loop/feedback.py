@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from coevolve_engine.adapters.agents import load_agent
-from coevolve_engine.llm import LLMClient
+from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.loop.config import ConfigError
 from coevolve_engine.loop.context import RunContext, phase_label
 from coevolve_engine.loop.ledger import round_steps
@@ -20,9 +20,9 @@ from coevolve_engine.loop.summary import ROUND_SIGNALS_SQL, pct, round_totals
 from coevolve_engine.patterns import find_patterns
 from coevolve_engine.patterns.find import prepare_patterns
 from coevolve_engine.patterns.select import select_flagged
-from coevolve_engine.progress import advance
+from coevolve_engine.display.progress import advance
 from coevolve_engine.core.store import Store
-from coevolve_engine.snapshot import signal_snapshot
+from coevolve_engine.signals.snapshot import signal_snapshot
 from coevolve_engine.synthesis.candidates import SYNTHESIZERS, propose_candidates, write_candidates
 from coevolve_engine.synthesis.judge import LLMJudge
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationSynthesizer

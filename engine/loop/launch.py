@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from coevolve_engine.loop.context import RunError
 from coevolve_engine.loop.train_round import TrainSpec, result_path
-from coevolve_engine.progress import detail
+from coevolve_engine.display.progress import detail
 
 
 def launch(spec: TrainSpec, launcher: str, echo: Callable[[str], None]) -> dict[str, Any] | None:

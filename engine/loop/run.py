@@ -36,7 +36,7 @@ from coevolve_engine.loop.ledger import Ledger, warmup_checkpoint  # the latter:
 from coevolve_engine.loop.phases import BY_NAME, FEEDBACK_PHASES, PHASES, describe, planned
 from coevolve_engine.loop.preflight import check_plugins
 from coevolve_engine.loop.summary import round_line
-from coevolve_engine.progress import progress
+from coevolve_engine.display.progress import progress
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS
 
 __all__ = ["FEEDBACK_PHASES", "PHASES", "PhaseResult", "RunError", "RunLoop", "RunReport", "warmup_checkpoint"]

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from coevolve_engine.loop.config import RunConfig
-from coevolve_engine.loop_cost import PAPER_COST, loop_cost_numbers, percent
+from coevolve_engine.display.loop_cost import PAPER_COST, loop_cost_numbers, percent
 from coevolve_engine.core.store import Store
 
 ROUND_SIGNALS_SQL = """
@@ -54,7 +54,7 @@ def rounds_table(store: Store, config: RunConfig):
 
 def loop_cost(store: Store) -> str:
     """One line on what the feedback loop cost against training, over the finished rounds (round_costs; the one
-    definition and label of ``coevolve_engine.loop_cost``, as the report's headline shows it)."""
+    definition and label of ``coevolve_engine.display.loop_cost``, as the report's headline shows it)."""
     n = loop_cost_numbers(store)
     if not n["rounds"]:
         return "Loop cost: no finished round with training yet"

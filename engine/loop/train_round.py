@@ -27,7 +27,7 @@ from typing import Any, Callable
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.sink import StoreSink
-from coevolve_engine.progress import advance, detail
+from coevolve_engine.display.progress import advance, detail
 from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
 
 

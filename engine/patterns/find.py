@@ -33,7 +33,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
-from coevolve_engine.embeddings import Embedder, text_hash
+from coevolve_engine.models.embeddings import Embedder, text_hash
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.patterns.cluster import DEFAULT_MAX_K, DEFAULT_SAMPLE_SIZE, Clustering, cluster_vectors
 from coevolve_engine.patterns.render import MAX_CHARS, render_row, task_text

@@ -6,7 +6,7 @@
     tasks added        synthesized training tasks (accepted candidates), of all candidates, and their share of
                        the training set
     the loop's cost    feedback against training over the finished rounds (round_costs), the one definition
-                       and label of ``coevolve_engine.loop_cost`` that the terminal prints too
+                       and label of ``coevolve_engine.display.loop_cost`` that the terminal prints too
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from coevolve_engine.loop_cost import LABEL, LOOP_COST_SQL, percent
+from coevolve_engine.display.loop_cost import LABEL, LOOP_COST_SQL, percent
 from coevolve_engine.core.store import Store
 
 HEADLINE_SQL = f"""

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.embeddings import Embedder
+from coevolve_engine.models.embeddings import Embedder
 from coevolve_engine.prompts import load_prompt
 from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store

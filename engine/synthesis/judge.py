@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from coevolve_engine.llm import LLMClient, LLMError
+from coevolve_engine.models.llm import LLMClient, LLMError
 from coevolve_engine.prompts import load_prompt
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import Candidate

@@ -37,7 +37,7 @@ from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, Agent, Agent
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.llm import LLMClient, LLMError
+from coevolve_engine.models.llm import LLMClient, LLMError
 from coevolve_engine.prompts import Prompt, load_prompt
 from coevolve_engine.core.candidates import Candidate, FailurePattern, Synthesizer
 from coevolve_engine.core.registry import PluginContext

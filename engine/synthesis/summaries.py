@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from coevolve_engine.core.errors import CoevolveError
-from coevolve_engine.llm import LLMClient, LLMError, LLMUsage
+from coevolve_engine.models.llm import LLMClient, LLMError, LLMUsage
 from coevolve_engine.patterns.render import render_row, task_text
 from coevolve_engine.patterns.write import record_summary
 from coevolve_engine.prompts import load_prompt

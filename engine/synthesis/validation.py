@@ -50,7 +50,7 @@ import numpy as np
 
 from coevolve_engine.adapters.agents import run_rollouts
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.embeddings import Embedder, text_hash
+from coevolve_engine.models.embeddings import Embedder, text_hash
 from coevolve_engine.core.errors import CoevolveError, IngestError
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis import contamination

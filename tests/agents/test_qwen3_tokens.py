@@ -59,7 +59,7 @@ def test_tools_released_later_reach_the_token_ids_from_their_turn(qwen3_tokenize
     from coevolve_engine.adapters.agents.base import EpisodeLimits
     from coevolve_engine.adapters.agents.player import Play, play_all
     from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-    from coevolve_engine.checkpoint_eval import ModelAgent
+    from coevolve_engine.eval.checkpoint import ModelAgent
 
     bfcl = BFCLEnvironment()
     task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
@@ -154,7 +154,7 @@ def test_thinking_on_each_turn_reads_what_bfcls_qwen_handler_reads(qwen3_tokeniz
     from coevolve_engine.adapters.agents.chat_tokens import ChatTokens
     from coevolve_engine.adapters.agents.player import Play, play_all
     from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-    from coevolve_engine.checkpoint_eval import ModelAgent
+    from coevolve_engine.eval.checkpoint import ModelAgent
     from coevolve_engine.trainers.sft import _normalised, _opening
 
     assert ChatTokens(qwen3_tokenizer).drops_reasoning  # detected from the template...
@@ -216,7 +216,7 @@ def test_thinking_off_keeps_one_record(qwen3_tokenizer):
     from coevolve_engine.adapters.agents.base import EpisodeLimits
     from coevolve_engine.adapters.agents.player import Play, play_all
     from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-    from coevolve_engine.checkpoint_eval import ModelAgent
+    from coevolve_engine.eval.checkpoint import ModelAgent
 
     bfcl = BFCLEnvironment()
     task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)
@@ -238,7 +238,7 @@ def test_an_empty_think_block_leaves_the_context_as_the_template_re_renders_it(q
     from coevolve_engine.adapters.agents.base import EpisodeLimits
     from coevolve_engine.adapters.agents.player import Play, play_all
     from coevolve_engine.adapters.environments.bfcl import BFCLEnvironment
-    from coevolve_engine.checkpoint_eval import ModelAgent
+    from coevolve_engine.eval.checkpoint import ModelAgent
 
     bfcl = BFCLEnvironment()
     task = next(t for t in bfcl.load_tasks(category="multi_turn_miss_func", limit=4)

@@ -2,7 +2,7 @@
 --write; it reads nothing but the store and the files and folders the user names with --read.
 
 - The SQL is split by DuckDB's own parser and every statement is checked against an allow-list before any of
-  them runs (``query_statements``): read-only, only statements that read; with --write, those and the ones that
+  them runs (``coevolve_engine.query.statements``): read-only, only statements that read; with --write, those and the ones that
   change the store. A refusal names the statement and why. No statement can write a file: COPY, EXPORT, ATTACH,
   PREPARE/EXECUTE, EXPLAIN ANALYZE of a refused statement and the table functions that are not readers are
   refused in both modes, so a --read folder is read and never written.
@@ -26,7 +26,7 @@ import polars as pl
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.sqlident import quote_ident
 from coevolve_engine.core.store import Store
-from coevolve_engine.query_statements import statement_refusal
+from coevolve_engine.query.statements import statement_refusal
 
 #: DuckDB types polars cannot take from Arrow (some crash it, BIGNUM comes as opaque bytes): fetched as text
 _UNCONVERTIBLE = ("INTERVAL", "UNION(", "BIGNUM")
@@ -37,7 +37,7 @@ class QueryError(CoevolveError):
 
 
 def parse(sql: str, params: Mapping[str, object], *, write: bool = False) -> list[duckdb.Statement]:
-    """The statements of ``sql``, each checked against query's allow-list (``query_statements``), read-only or
+    """The statements of ``sql``, each checked against query's allow-list (``coevolve_engine.query.statements``), read-only or
     with ``write``; every parameter must be used by one of them."""
     statements = duckdb.extract_statements(sql)
     if not statements:

@@ -10,7 +10,7 @@ import polars as pl
 
 from coevolve_engine.core.signal_params import SignalParams
 from coevolve_engine.core.store import Store
-from coevolve_engine.snapshot import signal_snapshot
+from coevolve_engine.signals.snapshot import signal_snapshot
 
 
 TOTALS_SQL = """

@@ -1,6 +1,6 @@
 """Held-out evaluation of a local policy checkpoint: greedy, batched, every user turn played by the episode player.
 
-    from coevolve_engine.checkpoint_eval import evaluate_policy, success_rate
+    from coevolve_engine.eval.checkpoint import evaluate_policy, success_rate
     results = evaluate_policy("ckpt/round-2", env, tasks, max_new_tokens=64)   # [TaskResult] in task order
     print(success_rate(results))
 
@@ -20,7 +20,7 @@ from coevolve_engine.adapters.agents.local_agent import TokenPolicy
 from coevolve_engine.adapters.agents.player import play_all, start_play
 from coevolve_engine.core.device import load_policy
 from coevolve_engine.core.environment import Environment
-from coevolve_engine.heldout import TaskResult
+from coevolve_engine.eval.heldout import TaskResult
 
 
 class ModelAgent(Agent):

@@ -1,6 +1,6 @@
 """The offline demo: the whole loop on the built-in calc environment with a tiny policy built here.
 
-    from coevolve_engine.demo import run_demo
+    from coevolve_engine.loop.demo import run_demo
     run_demo(Path("coevolve-demo"), rounds=8)
 
 1. A store with the training tasks (calc's seed split in the 'steps' form, plus a few tasks one skill move
@@ -38,7 +38,7 @@ from coevolve_engine.loop.context import RunContext
 from coevolve_engine.loop.preflight import check_plugins
 from coevolve_engine.loop.train_round import quiet_libraries
 from coevolve_engine.report import build_report
-from coevolve_engine.rollout_jobs import run_rollout_job
+from coevolve_engine.rollouts.jobs import run_rollout_job
 from coevolve_engine.trainers.sft import demonstrations
 from coevolve_engine.trainers.tiny_policy import build_tiny_qwen3, demonstration_corpus
 

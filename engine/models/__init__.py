@@ -1,0 +1,1 @@
+"""The models the engine calls for its own work: LLMs (summaries, exploration, judging) and sentence embeddings."""

@@ -1,0 +1,1 @@
+"""The signals' readable summary and the snapshot that computes every signal at one parameter set."""
