@@ -63,6 +63,14 @@ SCRIPTS: dict[str, list[str]] = {
         r"^  sizes: \d+", r"^  0-0 +\d+ +\w+ +\[.*\] +e\.g\. bfcl/multi_turn_base_\d+; tasks using: \w+ \d+",
         r"^store: .*patterns-bench\.duckdb$",
     ],
+    "gpu_memory.py": [
+        r"^bfcl_paper.toml: narrow, 2 layers, [\d.]+B parameters; one process's batch: generation \d+ x ",
+        r"^smoke run: the code paths ran \(\d+ tokens generated, \d+ trained\)",
+        r"^part +measured GB +arithmetic GB +measured/arith$", r"^weights \(bf16\) ", r"^KL reference \(bf16\) ",
+        r"^fp32 master \+ Adam moments ", r"^gradients \(bf16\) ", r"^generation \(KV cache, prefill, logits\) ",
+        r"^training micro-batch, decoder \(fwd\+bwd\) ", r"^peak allocated: measured ",
+        r"^generation: [\d,]+ tokens in .* training micro-batch: [\d,]+ tokens forward and backward in ",
+    ],
     "scale_rehearsal.py": [
         r"^recipe bfcl_paper\.toml: models/Qwen3-4B -> shape narrow .* launcher: accelerate launch",
         r"^BFCL multi_turn_base openings in Qwen3's vocabulary: [\d,]+ to [\d,]+ tokens",
