@@ -34,7 +34,7 @@ from coevolve_engine.adapters.agents.base import Agent, ModelReply  # noqa: E402
 from coevolve_engine.adapters.calls import ParsedCall  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.core.environment import ToolCall  # noqa: E402
-from coevolve_engine.patterns import find_patterns  # noqa: E402
+from coevolve_engine.patterns import PatternSelection, find_patterns  # noqa: E402
 from coevolve_engine.trainers.base import group_records  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
 
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         print("built in " + ", ".join(f"{part} {seconds:.1f} s" for part, seconds in built.items()))
         for run in ("first run (embeddings computed)", "second run (embeddings cached)"):
             started = time.perf_counter()
-            report = find_patterns(store, round=0, replace=True)
+            report = find_patterns(store, PatternSelection(round=0, replace=True))
             total = time.perf_counter() - started
             print(f"\n{run}: {report.flagged} flagged trajectories at step {report.step} -> {report.k} patterns "
                   f"(silhouette {report.silhouette:.3f}), {report.embedded} texts embedded, {total:.2f} s in all")

@@ -22,7 +22,7 @@ from pathlib import Path
 from patterns_bench import build_store
 
 from coevolve_engine.models.llm import LLMClient
-from coevolve_engine.patterns import find_patterns
+from coevolve_engine.patterns import PatternSelection, find_patterns
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import synthesize
 from coevolve_engine.synthesis.summaries import summarise_patterns
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
 
     started = time.perf_counter()
     with Store(db) as store:
-        report = find_patterns(store, seed=args.seed)
+        report = find_patterns(store, PatternSelection(seed=args.seed))
     phases["patterns"] = time.perf_counter() - started
     print(f"{report.flagged} flagged trajectories at step {report.step} -> {report.k} patterns "
           f"(sizes {', '.join(map(str, report.sizes))}; silhouette {report.silhouette:.3f})")

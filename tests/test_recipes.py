@@ -285,7 +285,7 @@ def test_the_phases_follow_the_ablation_settings(tmp_path):
 
 
 def test_signals_use_limits_the_flagged_trajectories_patterns_are_made_of(db):
-    from coevolve_engine.patterns import find_patterns
+    from coevolve_engine.patterns import PatternSelection, find_patterns
     from coevolve_engine.patterns.select import select_flagged
     from coevolve_engine.core.signal_params import SignalParams
 
@@ -300,8 +300,8 @@ def test_signals_use_limits_the_flagged_trajectories_patterns_are_made_of(db):
         assert {r["trajectory_id"] for r in kept.rows} == by_signal["boundary"] | by_signal["rare"]
         assert kept.flagged == len(by_signal["boundary"] | by_signal["rare"]) < every.flagged
         assert all(set(r["signals"]) <= {"boundary", "rare"} and r["signals"] for r in kept.rows)
-        report = find_patterns(store, round=5, step=step, first_step=0, params=params, signals=["forgetting"],
-                               max_k=2, seed=0)
+        report = find_patterns(store, PatternSelection(round=5, step=step, first_step=0, params=params,
+                                                       signals=["forgetting"], max_k=2, seed=0))
         assert report.flagged == len(by_signal["forgetting"])
         assert {p.dominant_signal for p in report.patterns} == {"forgetting"}
         assert all(p.signal_counts["boundary"] == p.signal_counts["rare"] == 0 for p in report.patterns)

@@ -84,7 +84,7 @@ def _calls(spec: dict[str, Any], signal: str, index: int, step: int, sample: int
 
 def build_calc_pattern_store(path: Path, tasks: int = 30) -> list[dict[str, Any]]:
     """Create the store at ``path`` with rollouts and round-1 patterns; returns the task records."""
-    from coevolve_engine.patterns import find_patterns
+    from coevolve_engine.patterns import PatternSelection, find_patterns
 
     env = CalcEnvironment()
     records = list(env.load_tasks(split="seed", n=tasks))
@@ -102,7 +102,7 @@ def build_calc_pattern_store(path: Path, tasks: int = 30) -> list[dict[str, Any]
                 group.append(rollout)
             sink.write_group(group, step=step, group_id=f"{task['task_id']}@{step}")
     with Store(path) as store:
-        find_patterns(store, round=1, step=1, max_k=3, seed=0)
+        find_patterns(store, PatternSelection(round=1, step=1, max_k=3, seed=0))
     return records
 
 

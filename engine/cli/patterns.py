@@ -8,7 +8,7 @@ import click
 
 from coevolve_engine.cli.options import Count, ROUND, SEED, STEP, db_option, long_job, signal_options, wait_option
 from coevolve_engine.core.store import Store
-from coevolve_engine.patterns import find_patterns
+from coevolve_engine.patterns import PatternSelection, find_patterns
 from coevolve_engine.patterns.find import prepare_patterns
 from coevolve_engine.core.signal_params import SignalParams
 
@@ -67,15 +67,12 @@ def patterns(round_: int | None, step: int | None, first_step: int | None, thres
     """
     params = SignalParams(threshold=threshold, w=w, theta=theta, min_n=min_n, forgetting_form=forgetting_form)
     # embed and cluster first, without holding the store: `query` from another process gets through meanwhile
-    embedder, prepared = prepare_patterns(
-        db, round=round_, replace=replace, step=step, first_step=first_step, params=params,
-        max_trajectories=max_trajectories, max_k=max_k, seed=seed, wait=wait,
-        progress=lambda line: click.echo(line, err=True))
+    selection = PatternSelection(round=round_, replace=replace, step=step, first_step=first_step, params=params,
+                                 max_trajectories=max_trajectories, max_k=max_k, seed=seed)
+    embedder, prepared = prepare_patterns(db, selection, wait=wait, progress=lambda line: click.echo(line, err=True))
     ahead = prepared.embedded if prepared else 0
     with Store(db, create=False, wait=wait) as store:
-        report = find_patterns(store, round=round_, step=step, first_step=first_step, params=params,
-                               max_trajectories=max_trajectories, embedder=embedder,
-                               max_k=max_k, seed=seed, replace=replace, prepared=prepared,
+        report = find_patterns(store, selection, embedder=embedder, prepared=prepared,
                                progress=lambda line: click.echo(line, err=True))
     sample = f" (a seeded sample of {report.clustered})" if report.clustered < report.flagged else ""
     replaced = f", replacing {report.replaced}" if report.replaced else ""

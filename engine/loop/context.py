@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
@@ -14,6 +14,9 @@ from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.store import Store
 
 if TYPE_CHECKING:  # pragma: no cover
+    from coevolve_engine.core.environment import Environment
+    from coevolve_engine.models.embeddings import Embedder
+    from coevolve_engine.patterns.find import PreparedPatterns
     from coevolve_engine.synthesis.candidates import Proposal
 
 
@@ -32,16 +35,19 @@ class RunContext:
     config: RunConfig
     wait: float
     echo: Callable[[str], None] = print
-    embedder: Any = None  # the sentence embedder, loaded by the first patterns phase and kept for the run
-    prepared: Any = None  # the patterns phase's clustering, computed before the store is held for writing
-    proposal: Proposal | None = None  # the synthesize phase's candidates, stored with its 'finished' mark
-    _environment: Any = field(default=None, repr=False)
+    #: the sentence embedder, loaded by the first patterns phase and kept for the run
+    embedder: Embedder | None = None
+    #: the patterns phase's clustering (its work), written by its commit once the store is held for writing
+    prepared: PreparedPatterns | None = None
+    #: the synthesize phase's candidates (its work), stored by its commit with the 'finished' mark
+    proposal: Proposal | None = None
+    _environment: Environment | None = field(default=None, repr=False)
 
     def store(self, read_only: bool = False) -> Store:
         return Store(self.db, read_only=read_only, create=False, wait=self.wait)
 
     @property
-    def environment(self) -> Any:
+    def environment(self) -> Environment:
         """The run's environment, built once (``env`` with ``env_options``)."""
         if self._environment is None:
             self._environment = load_environment(self.config.env, **self.config.env_options)

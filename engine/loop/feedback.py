@@ -18,7 +18,7 @@ from coevolve_engine.loop.context import RunContext, phase_label
 from coevolve_engine.loop.ledger import round_steps
 from coevolve_engine.loop.summary import ROUND_SIGNALS_SQL, pct, round_totals
 from coevolve_engine.patterns import find_patterns
-from coevolve_engine.patterns.find import prepare_patterns
+from coevolve_engine.patterns.find import PatternSelection, prepare_patterns
 from coevolve_engine.patterns.select import select_flagged
 from coevolve_engine.display.progress import advance
 from coevolve_engine.core.store import Store
@@ -54,13 +54,21 @@ def embed_flagged(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """The patterns phase's first step: embed and cluster the round's flagged trajectories before the store is
     held for writing (the embedding model is loaded once per run); the commit step checks that the selection is
     still the same and writes the clusters."""
-    c = run.config
-    first, last = round_steps(run, round_)
-    run.embedder, run.prepared = prepare_patterns(
-        run.db, step=last, first_step=first, params=c.signal_params(), max_trajectories=c.patterns.max_trajectories,
-        max_k=c.patterns.max_k, seed=c.seed + round_, signals=c.signals_used, embedder=run.embedder, wait=run.wait,
-        progress=lambda line: run.detail(label, line))
+    # the round itself is checked by the commit step, which keeps patterns another command stored for it
+    selection = dataclasses.replace(pattern_selection(run, round_, *round_steps(run, round_)), round=None)
+    run.embedder, run.prepared = prepare_patterns(run.db, selection, embedder=run.embedder, wait=run.wait,
+                                                  progress=lambda line: run.detail(label, line))
     return {}
+
+
+def pattern_selection(run: RunContext, round_: int, first: int, last: int) -> PatternSelection:
+    """What round ``round_``'s patterns are found from: what the run's signals flagged over the round's steps
+    ``first`` .. ``last``, clustered with the run's settings and seed + round (the work and the commit of the
+    patterns phase use the same)."""
+    c = run.config
+    return PatternSelection(round=round_, replace=True, step=last, first_step=first, params=c.signal_params(),
+                            max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
+                            seed=c.seed + round_, signals=c.signals_used)
 
 
 def patterns(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
@@ -82,9 +90,7 @@ def patterns(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]
         outputs["signals"] = list(used)  # flagged counts only trajectories carrying one of these
     if flagged:
         label = phase_label(round_, "patterns")
-        report = find_patterns(store, round=round_, step=last, first_step=first, params=params,
-                               max_trajectories=c.patterns.max_trajectories, max_k=c.patterns.max_k,
-                               seed=c.seed + round_, replace=True, signals=used, embedder=run.embedder,
+        report = find_patterns(store, pattern_selection(run, round_, first, last), embedder=run.embedder,
                                prepared=run.prepared, progress=lambda line: run.detail(label, line))
         outputs.update(patterns=report.k, clustered=report.clustered, silhouette=report.silhouette,
                        sizes=report.sizes, dominant={p.pattern_id: p.dominant_signal for p in report.patterns})

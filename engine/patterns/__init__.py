@@ -7,6 +7,7 @@ a round are stored in ``failure_patterns`` (one row per pattern) and ``pattern_m
 
     from coevolve_engine.patterns import find_patterns
     report = find_patterns(store)              # latest step, next round, default signal constants
+    report = find_patterns(store, PatternSelection(step=3, max_k=4, seed=1))
     for pattern in report.patterns:
         print(pattern.pattern_id, pattern.size, pattern.dominant_signal, pattern.signal_counts)
 
@@ -15,11 +16,11 @@ Modules: ``select`` (flagged trajectories at a step), ``render`` (one trajectory
 """
 
 from coevolve_engine.patterns.cluster import Clustering, cluster_vectors
-from coevolve_engine.patterns.find import Pattern, PatternReport, find_patterns
+from coevolve_engine.patterns.find import Pattern, PatternReport, PatternSelection, find_patterns
 from coevolve_engine.patterns.render import render_trajectory
 from coevolve_engine.patterns.write import dominant_signal
 
 __all__ = [
-    "Clustering", "Pattern", "PatternReport", "cluster_vectors", "dominant_signal", "find_patterns",
+    "Clustering", "Pattern", "PatternReport", "PatternSelection", "cluster_vectors", "dominant_signal", "find_patterns",
     "render_trajectory",
 ]

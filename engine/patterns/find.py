@@ -62,6 +62,37 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class PatternSelection:
+    """Which flagged trajectories a round's patterns come from, and how they are clustered: what
+    ``find_patterns``, ``prepare_patterns`` and ``embed_ahead`` share, so the three see one selection.
+
+    round: default 1 + the latest round in failure_patterns (0 for the first). A round that already has
+        patterns is refused unless ``replace``, which deletes and rewrites them in one transaction.
+    step: default the latest step with scored trajectories.
+    first_step: cluster what was flagged at steps ``first_step`` .. ``step`` (default: at ``step`` only).
+    params: the signal constants that decide what is flagged (default ``SignalParams()``).
+    max_trajectories: cluster at most this many (a seeded sample when more are flagged).
+    max_k: try at most this many patterns. seed: the sample and KMeans seed.
+    signals: cluster only trajectories flagged by these signals (default: every signal), each member carrying
+        only these; recorded in the patterns' params when given.
+    """
+
+    round: int | None = None
+    step: int | None = None
+    first_step: int | None = None
+    params: SignalParams | None = None
+    max_trajectories: int = DEFAULT_MAX_TRAJECTORIES
+    max_k: int = DEFAULT_MAX_K
+    seed: int = 0
+    signals: Sequence[str] | None = None
+    replace: bool = False
+
+    @property
+    def signal_params(self) -> SignalParams:
+        return self.params or SignalParams()
+
+
+@dataclass(frozen=True)
 class PreparedPatterns:
     """A selection's clustering, computed by ``prepare_patterns`` with no store held; ``find_patterns`` uses it
     only when its own selection under the write lock is the same."""
@@ -135,37 +166,25 @@ def _check_arguments(store: Store, round_: int | None, max_trajectories: int, ma
 
 def find_patterns(
     store: Store,
+    selection: PatternSelection | None = None,
     *,
-    round: int | None = None,
-    step: int | None = None,
-    first_step: int | None = None,
-    params: SignalParams | None = None,
-    max_trajectories: int = DEFAULT_MAX_TRAJECTORIES,
-    max_k: int = DEFAULT_MAX_K,
-    seed: int = 0,
     embedder: "Embedder | None" = None,
-    replace: bool = False,
     progress: Callable[[str], None] | None = None,
-    signals: Sequence[str] | None = None,
     prepared: PreparedPatterns | None = None,
 ) -> PatternReport:
-    """Cluster the trajectories flagged at ``step`` into failure patterns and store them as ``round``.
+    """Cluster the trajectories ``selection`` names (default ``PatternSelection()``: the latest step, the next
+    round) into failure patterns and store them as its round.
 
-    round: default 1 + the latest round in failure_patterns (0 for the first). A round that already has
-        patterns is refused unless ``replace``, which deletes and rewrites them in one transaction.
-    step: default the latest step with scored trajectories.
-    first_step: cluster what was flagged at steps ``first_step`` .. ``step`` (default: at ``step`` only).
-    params: the signal constants that decide what is flagged (default ``SignalParams()``).
-    max_trajectories: cluster at most this many (a seeded sample when more are flagged).
-    max_k: try at most this many patterns. seed: the sample and KMeans seed.
     embedder: default ``Embedder(store=store)`` (all-MiniLM-L6-v2, cached in the store).
     progress: called with a line before each long phase.
-    signals: cluster only trajectories flagged by these signals (default: every signal), each member carrying
-        only these; recorded in the patterns' params when given.
-    prepared: a clustering from ``prepare_patterns`` (same arguments), used when this selection is the one it
-        clustered; otherwise the vectors are clustered here.
+    prepared: a clustering from ``prepare_patterns`` (same selection), used when the selection under the write
+        lock is the one it clustered; otherwise the vectors are clustered here.
     """
-    params = params or SignalParams()
+    selection = selection or PatternSelection()
+    round, step, first_step = selection.round, selection.step, selection.first_step
+    max_trajectories, max_k, seed = selection.max_trajectories, selection.max_k, selection.seed
+    signals, replace = selection.signals, selection.replace
+    params = selection.signal_params
     _check_arguments(store, round, max_trajectories, max_k)
     clock = _Clock(progress)
 
@@ -225,50 +244,33 @@ def find_patterns(
 
 def embed_ahead(
     db,
+    selection: PatternSelection | None = None,
     *,
-    round: int | None = None,
-    replace: bool = False,
-    step: int | None = None,
-    first_step: int | None = None,
-    params: SignalParams | None = None,
-    max_trajectories: int = DEFAULT_MAX_TRAJECTORIES,
-    seed: int = 0,
-    signals: Sequence[str] | None = None,
     embedder: "Embedder | None" = None,
     wait: float = DEFAULT_WAIT_SECONDS,
     progress: Callable[[str], None] | None = None,
 ) -> tuple["Embedder", int]:
-    """Embed the texts ``find_patterns`` (same arguments) will cluster, without holding the store while the
+    """Embed the texts ``find_patterns`` (same selection) will cluster, without holding the store while the
     model runs: select and look the cache up read-only, embed what is missing with no store open, save those
     vectors in one short transaction. Returns the embedder (pass it to ``find_patterns``) and how many texts
-    it embedded. A ``round`` that ``find_patterns`` would refuse is refused here, before any work."""
-    ahead = _embed_selection(db, round=round, replace=replace, step=step, first_step=first_step, params=params,
-                             max_trajectories=max_trajectories, seed=seed, signals=signals, embedder=embedder,
-                             wait=wait, progress=progress)
+    it embedded. A round that ``find_patterns`` would refuse is refused here, before any work."""
+    ahead = _embed_selection(db, selection or PatternSelection(), embedder=embedder, wait=wait, progress=progress)
     return ahead.embedder, ahead.embedded
 
 
 def prepare_patterns(
     db,
+    selection: PatternSelection | None = None,
     *,
-    round: int | None = None,
-    replace: bool = False,
-    step: int | None = None,
-    first_step: int | None = None,
-    params: SignalParams | None = None,
-    max_trajectories: int = DEFAULT_MAX_TRAJECTORIES,
-    max_k: int = DEFAULT_MAX_K,
-    seed: int = 0,
-    signals: Sequence[str] | None = None,
     embedder: "Embedder | None" = None,
     wait: float = DEFAULT_WAIT_SECONDS,
     progress: Callable[[str], None] | None = None,
 ) -> tuple["Embedder", "PreparedPatterns | None"]:
     """``embed_ahead``, then the clustering too, all with no store held for writing: returns the embedder and
     the clustering for ``find_patterns(prepared=...)`` (None when nothing is flagged; ``find_patterns`` explains)."""
-    ahead = _embed_selection(db, round=round, replace=replace, step=step, first_step=first_step, params=params,
-                             max_trajectories=max_trajectories, seed=seed, signals=signals, embedder=embedder,
-                             wait=wait, progress=progress)
+    selection = selection or PatternSelection()
+    max_k, seed = selection.max_k, selection.seed
+    ahead = _embed_selection(db, selection, embedder=embedder, wait=wait, progress=progress)
     if not ahead.texts:
         return ahead.embedder, None
     if progress:
@@ -293,16 +295,16 @@ class _Ahead:
     vectors: dict  # text hash -> vector, as the cache holds it
 
 
-def _embed_selection(db, *, round, replace, step, first_step, params, max_trajectories, seed, signals, embedder,
-                     wait, progress) -> _Ahead:
-    params = params or SignalParams()
+def _embed_selection(db, selection: PatternSelection, *, embedder: "Embedder | None", wait: float,
+                     progress: Callable[[str], None] | None) -> _Ahead:
+    params = selection.signal_params
     embedder = embedder or Embedder()
     with Store(db, read_only=True, wait=wait) as store:
-        if round is not None:
-            check_round(store, round, replace=replace)
-        step_ = latest_step(store) if step is None else step
-        rows = select_flagged(store, step_, params, limit=max_trajectories, seed=seed, first_step=first_step,
-                              signals=signals).rows
+        if selection.round is not None:
+            check_round(store, selection.round, replace=selection.replace)
+        step_ = latest_step(store) if selection.step is None else selection.step
+        rows = select_flagged(store, step_, params, limit=selection.max_trajectories, seed=selection.seed,
+                              first_step=selection.first_step, signals=selection.signals).rows
         texts = [render_row(row) for row in rows]
         cached = embedder.cached(store, texts)
     ids = [row["trajectory_id"] for row in rows]
