@@ -265,6 +265,45 @@ def test_the_run_hands_its_kinds_to_llm_synthesizers_only():
     assert synthesizer_options(config) == {"model": "m"}
 
 
+class DeclaringSynthesizer:
+    """A plugin synthesizer built on no class of the engine's: what it needs is only what it declares."""
+
+    explores = True
+    writes_kinds = True
+
+    def __init__(self, **options):
+        self.options = options
+
+
+def test_the_run_reads_what_a_plugin_declares_never_its_name_or_class():
+    from coevolve_engine.core.candidates import declares
+    from coevolve_engine.loop.config import RunConfig
+    from coevolve_engine.loop.feedback import synthesizer_options
+    from coevolve_engine.synthesis.candidates import SYNTHESIZERS
+
+    SYNTHESIZERS.register("test-declaring", f"{__name__}:DeclaringSynthesizer")
+    try:
+        config = RunConfig()
+        config.models.explorer.model = "openai/explorer"
+        config.models.explorer.api_base = "http://127.0.0.1:9/v1"  # the abstraction model, left empty, is it
+        config.synthesis.kinds = {"base": 1}
+        config.synthesis.synthesizer = "test-declaring"
+        config.synthesis.options = {"temperature": 0.2}
+        options = synthesizer_options(config)
+        assert options["explorer_model"] == "openai/explorer" and options["model"] == "openai/explorer"
+        assert options["api_base"] == "http://127.0.0.1:9/v1" and options["kinds"] == {"base": 1}
+        assert options["temperature"] == 0.2
+        DeclaringSynthesizer.explores = DeclaringSynthesizer.writes_kinds = False
+        assert synthesizer_options(config) == {"temperature": 0.2}  # it declares neither: its own options alone
+        loaded = SYNTHESIZERS.load("test-declaring")
+        assert declares(loaded, "needs_patterns") and not declares(loaded, "reads_summaries")  # the defaults
+        assert declares(SYNTHESIZERS.load("llm"), "reads_summaries")
+        assert not declares(SYNTHESIZERS.load("llm-unguided"), "needs_patterns")
+    finally:
+        DeclaringSynthesizer.explores = DeclaringSynthesizer.writes_kinds = True
+        SYNTHESIZERS._entries.pop("test-declaring", None)
+
+
 def test_the_commands_take_kinds_and_name_a_wrong_one(tmp_path):
     from click.testing import CliRunner
 

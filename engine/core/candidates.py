@@ -92,12 +92,22 @@ class FailurePattern:
 class Synthesizer(ABC):
     """Proposes candidate tasks for failure patterns. Implementations must be deterministic given ``seed``.
 
-    A synthesizer with ``needs_patterns = False`` (unguided exploration) also runs for a round without
-    patterns; ``synthesize`` then passes it the round too, as ``propose(..., round=R)``.
+    A synthesizer declares what it needs, and the loop reads the declarations, never its name or class:
+
+    - ``needs_patterns`` (default True): False for unguided exploration, which also runs for a round without
+      patterns; ``synthesize`` then passes it the round too, as ``propose(..., round=R)``;
+    - ``reads_summaries``: it reads each pattern's LLM summary, so a run with ``models.summary`` set writes the
+      summaries first;
+    - ``explores``: it is built with the run's explorer and abstraction models (``model``, ``api_base``,
+      ``api_key``, ``explorer_model``, ``explorer_api_base``, ``explorer_api_key``), unless its options name them;
+    - ``writes_kinds``: it takes ``kinds``, and the run's ``synthesis.kinds`` is handed to it.
     """
 
     name: ClassVar[str]
     needs_patterns: ClassVar[bool] = True
+    reads_summaries: ClassVar[bool] = False
+    explores: ClassVar[bool] = False
+    writes_kinds: ClassVar[bool] = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: "PluginContext") -> "Synthesizer":
@@ -108,6 +118,12 @@ class Synthesizer(ABC):
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,
                 seed: int) -> list[Candidate]:
         """At most ``max_candidates`` new candidates for ``patterns``; reads the store, never writes it."""
+
+
+def declares(synthesizer: Any, need: str) -> bool:
+    """What a registered synthesizer (a ``Synthesizer`` subclass, or any factory) declares it needs: its own
+    attribute, else the base class's default."""
+    return bool(getattr(synthesizer, need, getattr(Synthesizer, need)))
 
 
 def quotas(sizes: list[int], total: int) -> list[int]:

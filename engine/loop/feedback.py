@@ -23,9 +23,9 @@ from coevolve_engine.patterns.select import select_flagged
 from coevolve_engine.display.progress import advance
 from coevolve_engine.core.store import Store
 from coevolve_engine.signals.snapshot import signal_snapshot
+from coevolve_engine.core.candidates import declares
 from coevolve_engine.synthesis.candidates import SYNTHESIZERS, propose_candidates, write_candidates
 from coevolve_engine.synthesis.judge import LLMJudge
-from coevolve_engine.synthesis.llm_synthesizer import ExplorationSynthesizer
 from coevolve_engine.synthesis.summaries import summarise_patterns
 from coevolve_engine.synthesis.validation import validate_candidates
 
@@ -111,12 +111,13 @@ def synthesize(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     ``store_candidates``, stores them as pending."""
     c = run.config.synthesis
     run.proposal = None
-    guided = SYNTHESIZERS.load(c.synthesizer).needs_patterns
+    synthesizer = SYNTHESIZERS.load(c.synthesizer)
+    guided = declares(synthesizer, "needs_patterns")
     with run.store(read_only=True) as store:
         patterns = store.scalar("SELECT count(*) FROM failure_patterns WHERE round = $r", {"r": round_})
     if not patterns and guided:
         return {"patterns": 0, "proposed": 0, "added": 0, "skipped": "no failure patterns this round"}
-    if c.synthesizer == "llm" and run.config.models.summary.model:
+    if declares(synthesizer, "reads_summaries") and run.config.models.summary.model:
         _summarise(run, round_, label)
     # an unguided synthesizer explores worlds drawn from its seed; SEED itself went to the bootstrap (D_0)
     seed = run.config.seed + round_ + (0 if guided else 1)
@@ -160,13 +161,13 @@ def _summarise(run: RunContext, round_: int, label: str) -> None:
 
 
 def synthesizer_options(config) -> dict[str, Any]:
-    """``synthesis.options`` as the synthesizer is built with them: an exploring synthesizer (llm, llm-unguided,
-    a plugin built on theirs) also gets [models]' explorer and abstraction model, unless its options name them;
-    one that writes kinds (``writes_kinds``) also gets ``synthesis.kinds``."""
+    """``synthesis.options`` as the synthesizer is built with them: one that explores (``explores``: llm,
+    llm-unguided, a plugin built on theirs) also gets [models]' explorer and abstraction model, unless its options
+    name them; one that writes kinds (``writes_kinds``) also gets ``synthesis.kinds``."""
     c = config.synthesis
     synthesizer = SYNTHESIZERS.load(c.synthesizer)
-    kinds = {"kinds": c.kinds} if c.kinds and getattr(synthesizer, "writes_kinds", False) else {}
-    if not (isinstance(synthesizer, type) and issubclass(synthesizer, ExplorationSynthesizer)):
+    kinds = {"kinds": c.kinds} if c.kinds and declares(synthesizer, "writes_kinds") else {}
+    if not declares(synthesizer, "explores"):
         return {**kinds, **c.options}
     options = {**config.models.exploration(), **kinds, **c.options}
     if not options["model"]:

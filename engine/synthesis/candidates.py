@@ -32,6 +32,7 @@ from coevolve_engine.core.candidates import (  # the contract synthesizers build
     FailurePattern,
     PatternMember,
     Synthesizer,
+    declares,
     quotas,
 )
 from coevolve_engine.core.ids import canonical_json, spec_hash, spec_json, synthesized_task_id
@@ -291,7 +292,7 @@ def propose_candidates(store: "Store", *, round: int | None = None, synthesizer:
     if not 1 <= max_candidates <= MAX_CANDIDATES:
         raise CoevolveError(f"max_candidates must be in [1, {MAX_CANDIDATES:,}], got {max_candidates:,}")
     synthesizer = synthesizer or default_synthesizer(store, round)
-    guided = SYNTHESIZERS.load(synthesizer).needs_patterns
+    guided = declares(SYNTHESIZERS.load(synthesizer), "needs_patterns")
     if round is None:
         round = latest_pattern_round(store)
         if round is None and guided:

@@ -160,7 +160,7 @@ class ExplorationSynthesizer(Synthesizer):
     """What every LLM synthesizer shares: the explorer and abstraction clients, and ``explore_and_abstract``
     (one exploration episode in a world, then the ``abstract`` prompt turning it into task drafts)."""
 
-    #: takes ``kinds`` (the run's ``synthesis.kinds`` is handed to it)
+    explores = True
     writes_kinds = True
 
     @classmethod
@@ -260,6 +260,7 @@ class LLMSynthesizer(ExplorationSynthesizer):
     """Signal-guided exploration and abstraction with any litellm model (``model``; ``explorer_model`` acts)."""
 
     name = NAME
+    reads_summaries = True  # each pattern's summary guides its exploration
 
     def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
                  api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
