@@ -315,6 +315,7 @@ def test_renamed_keys_are_read_under_their_new_names(tmp_path):
     import warnings
 
     from coevolve_engine.core.errors import CoevolveError
+    from coevolve_engine.core.renamed import DeprecatedSetting
     from coevolve_engine.loop.config_files import config_from_dict
     from coevolve_engine.trainers.base import options_config
     from coevolve_engine.trainers.trl_grpo.trainer import TRLGRPOConfig
@@ -336,11 +337,15 @@ def test_renamed_keys_are_read_under_their_new_names(tmp_path):
         assert config_from_dict(stored) == config
     both = tmp_path / "both.toml"
     both.write_text('[trainer]\nmodel = "m"\n[validation]\nk = 2\nattempts = 3\n')
-    with pytest.raises(ConfigError, match="validation.k is the old name of validation.attempts: give one of them"):
+    with pytest.raises(ConfigError, match="validation.k is the old key of validation.attempts: give one of them"):
         load_config(both)
-    # built from Python, the old option is refused by name
-    with pytest.raises(CoevolveError, match="option num_generations is now group_size"):
-        options_config(TRLGRPOConfig, {"num_generations": 4}, {"model": "m", "output_dir": "o"}, "trainer trl-grpo")
+    # built from Python, the old option is read the same way: under its new name, with the same words
+    fixed = {"model": "m", "output_dir": "o"}
+    with pytest.warns(DeprecatedSetting, match="^trainer trl-grpo: num_generations is now group_size; the old option "
+                                               "goes in the next release$"):
+        assert options_config(TRLGRPOConfig, {"num_generations": 4}, fixed, "trainer trl-grpo").group_size == 4
+    with pytest.raises(CoevolveError, match="num_generations is the old option of group_size: give one of them"):
+        options_config(TRLGRPOConfig, {"num_generations": 4, "group_size": 4}, fixed, "trainer trl-grpo")
 
 
 def test_the_synthesizer_defaults_to_the_environments_own(tmp_path):

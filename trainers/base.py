@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from coevolve_engine.core import DEFAULT_WAIT_SECONDS
 from coevolve_engine.core.errors import CoevolveError
+from coevolve_engine.core.renamed import rename
 from coevolve_engine.core.settings import coerce, field_types
 from coevolve_engine.core.store import Store
 from coevolve_engine.core.weights import check_weights, load_weights
@@ -77,13 +78,11 @@ class BatchSource:
 def options_config(config_class: type, options: Mapping[str, Any], fixed: Mapping[str, Any], what: str,
                    reserved: Sequence[str] = ()) -> Any:
     """``config_class(**fixed, **options)``, refusing options that are unknown or that the run sets itself
-    (``fixed``, and ``reserved``: fields the run decides another way)."""
+    (``fixed``, and ``reserved``: fields the run decides another way). An option the class renamed
+    (``config_class.RENAMED``, old -> new) is read under its new name with a ``DeprecatedSetting`` warning."""
+    options = rename(options, getattr(config_class, "RENAMED", {}), what)  # old option names, read as config keys are
     names = {f.name for f in dataclasses.fields(config_class)}
     unknown = sorted(set(options) - names)
-    renamed = getattr(config_class, "RENAMED", {})
-    moved = [f"{old} is now {renamed[old]}" for old in unknown if old in renamed]
-    if moved:
-        raise CoevolveError(f"{what}: option {', '.join(moved)} (the old name is no longer read)")
     if unknown:
         raise CoevolveError(f"{what}: unknown option(s) {', '.join(unknown)}; its options: "
                             f"{', '.join(sorted(names - set(fixed) - set(reserved)))}")

@@ -10,6 +10,7 @@ import click
 
 from coevolve_engine.core.errors import StoreError
 from coevolve_engine.core.lease import hold_lease
+from coevolve_engine.core.renamed import given_twice, moved
 from coevolve_engine.core.signal_params import FORGETTING_FORMS, SIGNAL_DEFAULTS, signal_help
 from coevolve_engine.loop.config import MAX_ROUNDS
 from coevolve_engine.core.records import MAX_ROUND, MAX_STEP
@@ -177,10 +178,9 @@ def renamed(old: str, new: str, *, value=None, type=None, help_name: str | None 
                 return function(*args, **kwargs)
             source = click.get_current_context().get_parameter_source(new)
             if source is click.core.ParameterSource.COMMANDLINE:
-                raise click.UsageError(f"{old} is the old spelling of {shown}: give one of them")
+                raise click.UsageError(given_twice(old, shown, "spelling"))
             replacement = f"{shown} {value}" if value is not None else shown
-            click.echo(f"deprecated: {old} is now {replacement}; the old spelling goes in the next release",
-                       err=True)
+            click.echo(f"deprecated: {moved(old, replacement, 'spelling')}", err=True)
             kwargs[new] = value if value is not None else given
             return function(*args, **kwargs)
 

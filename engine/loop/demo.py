@@ -225,7 +225,6 @@ def run_demo(folder: Path, *, quick: bool = False, rounds: int | None = None, se
     quiet_libraries()
     size = QUICK if quick else FULL
     folder.mkdir(parents=True, exist_ok=True)
-    # the lease first: a second demo on this folder refuses before it builds or writes anything
     config_path, policy = folder / "run.toml", folder / "policy"
     settings = [*size.overrides, f"rounds={rounds or size.rounds}", f"seed={seed}", f"trainer.model={policy}",
                 f"trainer.output_dir={folder / 'checkpoints'}", *overrides]

@@ -1,11 +1,13 @@
 """Settings renamed or moved since an earlier release: a file, a --set or a configuration stored with a round
-that uses an old key is read under the new one (a file or --set with a ``DeprecatedSetting`` warning naming it)."""
+that uses an old key is read under the new one (a file or --set with a ``DeprecatedSetting`` warning naming it),
+as every old name is read (``coevolve_engine.core.renamed``)."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any, Mapping
 
+from coevolve_engine.core.renamed import DeprecatedSetting, given_twice, moved
 from coevolve_engine.loop.config import ConfigError, RunConfig
 
 
@@ -35,10 +37,6 @@ RENAMED: dict[str, tuple[tuple[str, ...], bool]] = {
 _EXPLORING = ("llm", "llm-unguided")
 #: keys a config never holds: they would be stored with every round
 _SECRETS = ("bootstrap.options.api_key", "synthesis.options.api_key")
-
-
-class DeprecatedSetting(FutureWarning):
-    """A configuration key that still works but has moved; the message names the key to use instead."""
 
 
 def _table(data: dict[str, Any], key: str, *, create: bool = False) -> tuple[dict[str, Any] | None, str]:
@@ -90,11 +88,10 @@ def upgrade(data: dict[str, Any], where: str, synthesizer: str, *, warn: bool = 
             continue
         for new in new_keys:
             if _holds(data, new):
-                raise ConfigError(f"{where}: {old} is the old name of {new}: give one of them")
+                raise ConfigError(f"{where}: {given_twice(old, new, 'key')}")
         if warn:
             why = " (every model the run calls is in [models])" if new_keys[0].startswith("models.") else ""
-            warnings.warn(DeprecatedSetting(f"{where}: {old} is now {' and '.join(new_keys)}{why}; the old key goes "
-                                            "in the next release"), stacklevel=2)
+            warnings.warn(DeprecatedSetting(f"{where}: {moved(old, ' and '.join(new_keys), 'key', why)}"), stacklevel=2)
         for new in new_keys:
             found.setdefault(new, []).append((specific, value, old))
     for new, given in found.items():

@@ -51,7 +51,8 @@ from coevolve_engine.trainers.trl_grpo.episodes import play_episodes, task_promp
 class TRLGRPOConfig:
     """Settings of the TRL GRPO trainer; defaults follow the CoEvolve paper where it gives them."""
 
-    #: options renamed so that a concept has one name across the project (old -> new), refused by name
+    #: options renamed so that a concept has one name across the project (old -> new): an old name is read under
+    #: its new one with a warning, as every old name is (coevolve_engine.core.renamed)
     RENAMED: ClassVar[dict[str, str]] = {"num_generations": "group_size"}
 
     model: str = field(
