@@ -225,14 +225,18 @@ def report(shape: Shape, batch, found: dict) -> None:
           f"tokens forward and backward in {found['training_s']:.1f} s")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipe", default=str(REPO / "recipes" / "bfcl_paper.toml"), help="a run config")
     parser.add_argument("--layers", type=int, default=0, help="depth to build (0: the model's full depth)")
     parser.add_argument("--smoke", action="store_true",
                         help="on CPU: a narrow model with a small batch, to check the code paths (no memory is read)")
     parser.add_argument("--json", default="", help="also write the measurements to this file")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     import torch
 
     recipe = read_recipe(Path(args.recipe))
