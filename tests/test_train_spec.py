@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +43,23 @@ def test_a_spec_from_another_version_is_refused_by_name(change, said):
         TrainSpec.from_json(json.dumps(data), "spec.json")
     with pytest.raises(SpecError, match="spec.json: not JSON"):
         TrainSpec.from_json("{", "spec.json")
+
+
+def test_the_warm_up_and_the_rounds_train_through_one_path():
+    # a trainer's context is built in train_round alone: the warm-up and every round (in process or launched)
+    # reach the trainer the same way, so what one is given the other is given
+    engine = Path(__file__).resolve().parents[1] / "engine"
+    builders = []
+    for path in sorted(engine.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
+                    "TrainContext", "build") and _builds_a_trainer(node):
+                builders.append(f"{path.relative_to(engine)}:{node.lineno}")
+    assert [where.split(":")[0] for where in builders] == ["loop/train_round.py", "loop/train_round.py"], builders
+
+
+def _builds_a_trainer(node: ast.Call) -> bool:
+    """``TrainContext(...)`` or ``TRAINERS.build(...)``."""
+    if getattr(node.func, "id", None) == "TrainContext":
+        return True
+    return isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", None) == "TRAINERS"

@@ -1,6 +1,7 @@
-"""One round's training, in process or in processes of its own.
+"""A run's training, in process or in processes of its own.
 
-`coevolve-engine run` trains a round through ``train_round(spec, echo)``. With ``trainer.launcher`` set (for
+`coevolve-engine run` trains through ``train_round(spec, echo)``: each round, and the warm-up (a spec whose
+``label`` is empty: it writes no rollouts, and it runs in the run's own process). With ``trainer.launcher`` set (for
 example ``accelerate launch --num_processes 8``), it runs this module under that launcher instead:
 
     accelerate launch --num_processes 8 -m coevolve_engine.loop.train_round ROUND_SPEC.json
@@ -22,13 +23,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from coevolve_engine.adapters.environments import load_environment
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.sink import StoreSink
 from coevolve_engine.display.progress import advance, detail
 from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
+
+if TYPE_CHECKING:
+    from coevolve_engine.core.environment import Environment
 
 
 class SpecError(CoevolveError):
@@ -37,9 +41,10 @@ class SpecError(CoevolveError):
 
 @dataclass(frozen=True)
 class TrainSpec:
-    """What one round's training is given. The run's train phase builds it from its configuration (every
-    value is decided there: no field has a default of its own), and a launched training reads it back from the
-    JSON file the run wrote (``to_json`` / ``from_json``), so every field is a JSON value."""
+    """What one training is given: a round's, or the warm-up's. The run's train and warmup phases build it from
+    its configuration (every value is decided there: no field has a default of its own), and a launched
+    training reads it back from the JSON file the run wrote (``to_json`` / ``from_json``), so every field is a
+    JSON value."""
 
     db: str  # the store, an absolute path
     wait: float  # seconds a store open waits for another process's write
@@ -58,7 +63,7 @@ class TrainSpec:
     schedule_steps: int  # the optimizer steps the learning-rate schedule spans from the optimization's first
     policy_name: str
     steps_per_write: int
-    label: str  # names the rollouts' writes in the ingests table
+    label: str  # names the rollouts' writes in the ingests table; "": the training writes no rollouts (warm-up)
     echo_label: str  # the phase's label on the run's screen
     run_pid: int | None = None  # set for a launched training: the run's process, which it stops without
 
@@ -86,14 +91,19 @@ class TrainSpec:
         return cls(**data)
 
 
-def train_round(spec: TrainSpec, echo: Callable[[str], None] = print) -> dict[str, Any] | None:
-    """Train one round as ``spec`` says; the result (checkpoint, groups, rollouts, ...) on the process that
-    saved the checkpoint, None on the others."""
+def train_round(spec: TrainSpec, echo: Callable[[str], None] = print,
+                environment: Environment | None = None) -> dict[str, Any] | None:
+    """Train as ``spec`` says; the result (checkpoint, steps, groups, rollouts, the trainer's ``summary`` when it
+    has one, ...) on the process that saved the checkpoint, None on the others. ``environment``: the run's own,
+    when it trains in the run's process; a launched training loads one from ``spec.env``."""
     db = Path(spec.db)
-    environment = load_environment(spec.env, **spec.env_options)
+    if environment is None:
+        environment = load_environment(spec.env, **spec.env_options)
     source = BatchSource.from_store(db, spec.round, seed=spec.seed, wait=spec.wait)
-    sink = ProgressSink(StoreSink(db, wait=spec.wait, label=spec.label, steps_per_write=spec.steps_per_write),
-                        echo, spec.echo_label, spec.start_step + 1, spec.steps)
+    sink = None
+    if spec.label:
+        sink = ProgressSink(StoreSink(db, wait=spec.wait, label=spec.label, steps_per_write=spec.steps_per_write),
+                            echo, spec.echo_label, spec.start_step + 1, spec.steps)
     context = TrainContext(store_path=db, env=spec.env, environment=environment, seed=spec.seed, wait=spec.wait,
                            source=source, sink=sink, model=spec.model, output_dir=spec.output_dir,
                            start_step=spec.start_step, policy_name=spec.policy_name, resume_from=spec.resume_from,
@@ -101,12 +111,16 @@ def train_round(spec: TrainSpec, echo: Callable[[str], None] = print) -> dict[st
     trainer = TRAINERS.build(spec.trainer, spec.options, context)
     trainer.progress = lambda line: detail(echo, f"{spec.echo_label} {line}")  # the trainer's own lines, logged
     report = trainer.train(spec.steps)
-    sink.flush()  # steps a trainer left with the sink (trainer.steps_per_write > 1) are in the store before the result
+    if sink is not None:
+        sink.flush()  # steps a trainer left with the sink (steps_per_write > 1) are in the store before the result
     if report.checkpoint is None:
         return None
-    return {"checkpoint": str(report.checkpoint), "groups": report.groups, "rollouts": report.rollouts,
-            "seconds_per_step": round(report.seconds_per_step, 3), "store_writes": getattr(sink.sink, "writes", 0),
-            "store_seconds": round(sink.store_seconds, 3), **peak_memory()}
+    result = {"checkpoint": str(report.checkpoint), "steps": report.steps, "groups": report.groups,
+              "rollouts": report.rollouts, "seconds_per_step": round(report.seconds_per_step, 3),
+              "store_writes": getattr(sink.sink, "writes", 0) if sink else 0,
+              "store_seconds": round(sink.store_seconds, 3) if sink else 0.0, **peak_memory()}
+    summary = getattr(trainer, "summary", None)
+    return {**result, "summary": dict(summary)} if summary is not None else result
 
 
 def peak_memory() -> dict[str, int]:

@@ -20,7 +20,7 @@ from coevolve_engine.loop.summary import pct, plain_outputs, round_totals
 from coevolve_engine.core.store import Store
 from coevolve_engine.loop.train_round import TrainSpec, train_round
 from coevolve_engine.synthesis.bootstrap import bootstrap as build_tasks
-from coevolve_engine.trainers import TRAINERS, BatchSource, TrainContext
+from coevolve_engine.trainers import TRAINERS
 
 
 def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
@@ -67,21 +67,23 @@ def warmup(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """Supervised fine-tuning of the starting policy on the store's successful trajectories."""
     c = run.config
     run.detail(label, f"{c.warmup.trainer}: {c.warmup.steps} steps from {c.trainer.model}")
-    context = TrainContext(
-        store_path=run.db, env=c.env, environment=run.environment, seed=c.seed, wait=run.wait,
-        source=BatchSource.from_store(run.db, round_, seed=c.seed, wait=run.wait), sink=None,
-        model=str(Path(c.trainer.model).resolve()),
+    model = str(Path(c.trainer.model).resolve())
+    spec = TrainSpec(
+        db=str(run.db.resolve()), wait=run.wait, env=c.env, env_options=c.env_options,
+        round=round_, trainer=c.warmup.trainer, model=model, resume_from="", reference_model=model,
+        options=episode_options(c.warmup.trainer, c.episode, c.warmup.options),
         output_dir=str(checkpoint_folder(c.trainer.output_dir, run.db).resolve() / "round-0" / "warmup"),
-        start_step=0,
-        policy_name=c.trainer.policy_name)
-    trainer = TRAINERS.build(c.warmup.trainer, episode_options(c.warmup.trainer, c.episode, c.warmup.options),
-                             context)
-    trainer.progress = lambda line: run.detail(label, line)
-    report = trainer.train(c.warmup.steps)
-    if report.checkpoint is None:
+        seed=c.seed, start_step=0, steps=c.warmup.steps,
+        schedule_steps=0,  # the warm-up trainer's own schedule
+        policy_name=c.trainer.policy_name, steps_per_write=c.trainer.steps_per_write,
+        label="",  # the warm-up writes no rollouts
+        echo_label=label,
+    )
+    result = train_round(spec, run.echo, run.environment)  # in the run's process, whatever trainer.launcher says
+    if not result or not result.get("checkpoint"):
         raise RunError(f"warm-up trainer {c.warmup.trainer} saved no checkpoint")
-    return {"trainer": c.warmup.trainer, "steps": report.steps, "checkpoint": str(report.checkpoint),
-            **getattr(trainer, "summary", {})}
+    return {"trainer": c.warmup.trainer, "steps": result["steps"], "checkpoint": result["checkpoint"],
+            **result.get("summary", {})}
 
 
 def describe_warmup(o: dict[str, Any]) -> str:
@@ -116,10 +118,14 @@ def train(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     )
     how = f" under `{c.trainer.launcher}`" if c.trainer.launcher else ""
     run.detail(label, f"{c.trainer.name}{how}: steps {first}..{first + steps - 1} from {policy}")
-    result = launch(spec, c.trainer.launcher, run.echo) if c.trainer.launcher else train_round(spec, run.echo)
+    if c.trainer.launcher:
+        result = launch(spec, c.trainer.launcher, run.echo)
+    else:
+        result = train_round(spec, run.echo, run.environment)
     if not result or not result.get("checkpoint"):
         raise RunError(f"trainer {c.trainer.name} saved no checkpoint after round {round_}")
-    return {"policy": policy, "first_step": first, "last_step": first + steps - 1, **result}
+    recorded = {key: value for key, value in result.items() if key not in ("steps", "summary")}  # as always
+    return {"policy": policy, "first_step": first, "last_step": first + steps - 1, **recorded}
 
 
 def commit_train(run: RunContext, round_: int, store: Store, outputs: dict[str, Any]) -> dict[str, Any]:
