@@ -180,23 +180,32 @@ def section_demo(folder: Path, args) -> None:
 
 @contextmanager
 def ingest_as_of(commit: str):
-    """The ingest modules as they were at ``commit`` (from git), in place of the installed ones.
+    """The ingest modules as they were at ``commit`` (from git), in place of the installed ones, and the store's
+    ingest calls pointed at them (the store imports them by name when it is imported).
 
     A commit from before the store moved into ``engine/core/`` has them at ``engine/`` and imports the core
-    modules by their old names (``coevolve_engine.errors``): those names point at the installed modules meanwhile.
+    modules by their old names (``coevolve_engine.errors``); one from before the ingest became a package imports
+    ``coevolve_engine.core.ingest_store``: those names point at the installed modules meanwhile.
     """
     import importlib
     import types
 
     repo = Path(__file__).resolve().parent.parent
-    names = ("records", "ingest_sources", "ingest")
-    old_names = ("store", "registry", "errors", "sqlfiles", "sqlident", "records", "ingest", "ingest_sources",
-                 "ingest_store", "outputs", "lease")
-    touched = [f"coevolve_engine.core.{n}" for n in names] + [f"coevolve_engine.{n}" for n in old_names]
+    names = ("records", "ingest_sources", "ingest")  # read from the commit
+    installed = {"store": "core.store", "registry": "core.registry", "errors": "core.errors",
+                 "sqlfiles": "core.sqlfiles", "sqlident": "core.sqlident", "records": "core.records",
+                 "ingest": "core.ingest", "ingest_sources": "core.ingest.sources", "ingest_store": "core.ingest.mirror",
+                 "outputs": "core.outputs", "lease": "core.lease"}
+    touched = ([f"coevolve_engine.core.{n}" for n in names] + [f"coevolve_engine.{n}" for n in installed]
+               + ["coevolve_engine.core.ingest_store"])
     saved = {name: sys.modules.get(name) for name in touched}
+    store_module = importlib.import_module("coevolve_engine.core.store")
+    calls = ("ingest_file", "ingest_opened", "ingest_records")
+    bound = {name: getattr(store_module, name) for name in calls if hasattr(store_module, name)}
     try:
-        for name in old_names:
-            sys.modules[f"coevolve_engine.{name}"] = importlib.import_module(f"coevolve_engine.core.{name}")
+        for old, new in installed.items():
+            sys.modules[f"coevolve_engine.{old}"] = importlib.import_module(f"coevolve_engine.{new}")
+        sys.modules["coevolve_engine.core.ingest_store"] = importlib.import_module("coevolve_engine.core.ingest.mirror")
         for name in names:
             for path in (f"engine/core/{name}.py", f"engine/{name}.py"):
                 shown = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True,
@@ -209,8 +218,13 @@ def ingest_as_of(commit: str):
             module.__file__ = f"{commit}:{path}"
             sys.modules[f"coevolve_engine.core.{name}"] = sys.modules[f"coevolve_engine.{name}"] = module
             exec(compile(shown.stdout, module.__file__, "exec"), module.__dict__)
+        for name in bound:
+            if hasattr(module, name):  # the store's method calls the commit's function
+                setattr(store_module, name, getattr(module, name))
         yield
     finally:
+        for name, function in bound.items():
+            setattr(store_module, name, function)
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)

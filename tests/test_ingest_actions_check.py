@@ -1,11 +1,11 @@
-"""The actions check in one parse (``ingest._SUSPECT_ACTION``) flags every record the exact check
-(``ingest._BAD_ACTION``) flags, so running the exact check only on what it flags gives the same errors."""
+"""The actions check in one parse (``ingest.staging._SUSPECT_ACTION``) flags every record the exact check
+(``ingest.staging._BAD_ACTION``) flags, so running the exact check only on what it flags gives the same errors."""
 
 from __future__ import annotations
 
 import duckdb
 
-from coevolve_engine.core import ingest
+from coevolve_engine.core.ingest import staging as ingest
 
 ACTIONS = [
     None, "[]", '[{"name": "a", "arguments": {"x": 1}}]', '[{"name": "a"}]', '[{"name": "a", "arguments": null}]',

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coevolve_engine.core import ingest as ingest_module
+from coevolve_engine.core.ingest import unit as ingest_module
 from coevolve_engine.core.errors import IngestError
 from coevolve_engine.core.store import Store, ingest_path
 from conftest import write_jsonl
@@ -41,7 +41,7 @@ def between_read_and_write(monkeypatch):
     """between_read_and_write(action): run ``action`` once, after an ingest's read of the store and before it
     opens the store for writing (while it checks the file against what it read)."""
     def install(action):
-        checks = ingest_module._check_against_store
+        checks = ingest_module.check_against_store
         done = []
 
         def check_then_act(*args, **kwargs):
@@ -50,7 +50,7 @@ def between_read_and_write(monkeypatch):
                 done.append(True)
                 action()
 
-        monkeypatch.setattr(ingest_module, "_check_against_store", check_then_act)
+        monkeypatch.setattr(ingest_module, "check_against_store", check_then_act)
     return install
 
 

@@ -1,4 +1,4 @@
-"""Each store table has one module that writes it, and undoing an ingest is the ingest module's.
+"""Each store table has one module that writes it, and undoing an ingest is the ingest's writes module's.
 
 Every SQL text in the three source folders (string literals, f-strings with their values as ``{}``) is read with
 ``ast`` for the statements that change a table's rows or shape (INSERT, UPDATE, DELETE, TRUNCATE, CREATE / ALTER /
@@ -21,7 +21,7 @@ from coevolve_engine.core.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("engine", "adapters", "trainers")
-INGEST = "engine/core/ingest.py"
+INGEST = "engine/core/ingest/writes.py"  # the ingest package's writes, step 5 and its undoing
 
 #: the one module that writes each table of the store
 WRITERS = {
@@ -45,12 +45,12 @@ WRITERS = {
 }
 #: texts that name a store table in a write but do not write the store, and why
 NOT_THE_STORE = {
-    ("engine/core/ingest_store.py", "tasks"): "the ingest's in-memory mirror, on its own connection",
+    ("engine/core/ingest/mirror.py", "tasks"): "the ingest's in-memory mirror, on its own connection",
     ("trainers/trl_grpo/trainer.py", "trajectories"): "a command an error message offers the user",
     ("trainers/trl_grpo/trainer.py", "tasks"): "a command an error message offers the user",
 }
 #: modules whose writes may name their table by a formatted value
-BY_NAME = {INGEST, "engine/core/ingest_store.py"}
+BY_NAME = {INGEST, "engine/core/ingest/mirror.py", "engine/core/ingest/unit.py"}  # unit: its staged temp table
 
 WRITE = re.compile(
     r"\b(INSERT\s+(?:OR\s+\w+\s+)?INTO|UPDATE|DELETE\s+FROM|TRUNCATE(?:\s+TABLE)?|ALTER\s+TABLE"

@@ -3,7 +3,7 @@ record fields plus ``_line`` (the line of a JSON-lines file, the 1-based row of 
 
 JSON lines (and a JSON file holding one array of records) are parsed and type-checked here, record by record, so
 a bad line (record) is named exactly; Parquet and datasets carry their own column types, which
-``coevolve_engine.core.ingest`` checks.
+``staging`` checks.
 """
 
 from __future__ import annotations
