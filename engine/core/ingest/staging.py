@@ -122,6 +122,19 @@ def _register_json_depth(con: duckdb.DuckDBPyConnection) -> None:
 
 
 _STRICT_JSON = "coevolve_json_ambiguous"
+# An object that names a key twice, at any depth, found in SQL: DuckDB's reader keeps both keys (json_keys lists
+# each, unescaped as Python reads them) and '$..*' reaches every value under the root. With a pattern search for
+# NaN and Infinity, it flags every text _ambiguous_json refuses (and text that is not JSON, which an earlier
+# check of the field names), so the Python parse runs on those only, not on every text that holds an object.
+# '$..*' writes out every value under the root, at most (length x opening brackets) characters: a text above
+# _SEARCHED of that goes to the Python parse instead, so a deep or long text cannot make the search's memory.
+_DUPLICATE_KEY = ("coalesce(list_bool_or(list_transform(list_prepend(json({c}), json_extract({c}, '$..*')), "
+                  "lambda e: json_type(e) = 'OBJECT' AND len(json_keys(e)) > len(list_distinct(json_keys(e))))), "
+                  "false)")
+_SEARCHED = 65_536
+_MAYBE_AMBIGUOUS = ("{c} IS NOT NULL AND (regexp_matches({c}, 'NaN|Infinity') OR (contains({c}, '{{') AND "
+                    "CASE WHEN length({c}) * (length({c}) - length(replace(replace({c}, '[', ''), '{{', ''))) "
+                    f"<= {_SEARCHED} AND json_valid({{c}}) THEN " + _DUPLICATE_KEY + " ELSE true END))")
 
 
 def _ambiguous_json(text: str) -> bool:
@@ -168,8 +181,7 @@ def _value_checks(fields: tuple[Field, ...], *, parsed: bool = True) -> list[tup
             checks.append((field.name, (_MAYBE_DEEP.format(c=c), f"{_JSON_DEPTH}({c}) > {MAX_JSON_DEPTH}"),
                            f"nested more than {MAX_JSON_DEPTH} levels deep"))
             if not parsed:
-                checks.append((field.name, (f"{c} IS NOT NULL AND (contains({c}, '{{') OR regexp_matches({c}, "
-                                            "'NaN|Infinity'))", f"{_STRICT_JSON}({c})"),
+                checks.append((field.name, (_MAYBE_AMBIGUOUS.format(c=c), f"{_STRICT_JSON}({c})"),
                                "names a key twice in one object, or holds NaN or Infinity, which JSON readers read "
                                "differently: {value}"))
         if field.name == "split":
