@@ -127,7 +127,7 @@ _STRICT_JSON = "coevolve_json_ambiguous"
 # NaN and Infinity, it flags every text _ambiguous_json refuses (and text that is not JSON, which an earlier
 # check of the field names), so the Python parse runs on those only, not on every text that holds an object.
 # '$..*' writes out every value under the root, at most (length x opening brackets) characters: a text above
-# _SEARCHED of that goes to the Python parse instead, so a deep or long text cannot make the search's memory.
+# _SEARCHED of that goes to the Python parse instead, so a deep or long text cannot blow up the search's memory.
 _DUPLICATE_KEY = ("coalesce(list_bool_or(list_transform(list_prepend(json({c}), json_extract({c}, '$..*')), "
                   "lambda e: json_type(e) = 'OBJECT' AND len(json_keys(e)) > len(list_distinct(json_keys(e))))), "
                   "false)")
