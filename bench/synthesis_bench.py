@@ -21,6 +21,7 @@ from pathlib import Path
 
 from patterns_bench import build_store
 
+from coevolve_engine.core.endpoint import Endpoint
 from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.patterns import PatternSelection, find_patterns
 from coevolve_engine.core.store import Store
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
           f"(sizes {', '.join(map(str, report.sizes))}; silhouette {report.silhouette:.3f})")
 
     started = time.perf_counter()
-    client = LLMClient(db, "openai/bench-mock", api_key="none", completion_kwargs={"mock_response": MOCK_SUMMARY})
+    client = LLMClient(db, Endpoint("openai/bench-mock", api_key="none"),
+                       completion_kwargs={"mock_response": MOCK_SUMMARY})
     summaries = summarise_patterns(db, client=client)
     phases["summaries"] = time.perf_counter() - started
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Union
 
+from coevolve_engine.core.endpoint import Endpoint
+
 MAX_HANG_S = 10.0  # a hang never holds a server thread longer than this
 
 
@@ -186,6 +188,10 @@ class ScriptedServer:
     @property
     def api_base(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    def endpoint(self, model: str = "openai/scripted") -> Endpoint:
+        """``model`` served here (with the dummy key the OpenAI client wants)."""
+        return Endpoint(model, self.api_base, "dummy")
 
     def play(self, steps: list[ScriptItem]) -> "ScriptedServer":
         """Replace the script (and forget earlier requests)."""

@@ -25,10 +25,12 @@ from coevolve_engine.adapters.calls import parse_python_calls  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.shipped import MULTI_TURN_CATEGORIES  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.worlds import CLASS_SETS  # noqa: E402
+from coevolve_engine.core.endpoint import CallSettings  # noqa: E402
 from coevolve_engine.core.errors import CoevolveError  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
-from coevolve_engine.synthesis.bootstrap import bootstrap, world_name  # noqa: E402
+from coevolve_engine.synthesis.bootstrap import UnguidedSynthesizer, bootstrap, world_name  # noqa: E402
 from coevolve_engine.synthesis.candidates import SYNTHESIZERS, synthesize  # noqa: E402
+from coevolve_engine.synthesis.validation import ValidationOptions  # noqa: E402
 
 SEED = 0
 BAD_WORLD = 1  # its draft calls a function no class has: rejected by the schema check
@@ -183,7 +185,13 @@ def eval_store(db_path):
 
 
 def client(server) -> dict:
-    return dict(api_base=server.api_base, api_key="dummy", timeout=5, retries=0)
+    """The scripted server as the synthesizers' options name it: the model there, no retries."""
+    return dict(model=server.endpoint(), calls=CallSettings(timeout=5, retries=0))
+
+
+def unguided(server, store_path, **options) -> UnguidedSynthesizer:
+    """The unguided synthesizer of BFCL worlds, exploring and abstracting with the scripted server's model."""
+    return UnguidedSynthesizer(store_path=store_path, env="bfcl", **client(server), **options)
 
 
 def test_bootstrap_explores_unguided_until_n_tasks_are_accepted_and_a_rerun_adds_nothing(eval_store, embedder,
@@ -194,8 +202,8 @@ def test_bootstrap_explores_unguided_until_n_tasks_are_accepted_and_a_rerun_adds
     explorer = Explorer(env.exploration_worlds(12, SEED), eval_prompt=an_eval_prompt)
     scripted_server.respond_with(explorer)
     lines: list[str] = []
-    report = bootstrap(eval_store, env="bfcl", n=3, explorer_model="openai/scripted", seed=SEED,
-                       max_explore_steps=6, progress=lines.append, embedder=embedder, **client(scripted_server))
+    report = bootstrap(eval_store, synthesizer=unguided(scripted_server, eval_store, max_explore_steps=6), n=3,
+                       seed=SEED, progress=lines.append, validation=ValidationOptions(embedder=embedder))
     # worlds 0-2 first (one bad draft, one copying an eval task), then worlds 3-4 for the two still missing
     assert explorer.explored == [0, 1, 2, 3, 4]
     assert (report.explored, report.proposed, report.accepted) == (5, 5, 3)
@@ -232,12 +240,12 @@ def test_bootstrap_explores_unguided_until_n_tasks_are_accepted_and_a_rerun_adds
         assert purposes == {"exploration": 10, "abstraction": 5}
 
     requests = len(scripted_server.requests)
-    again = bootstrap(eval_store, env="bfcl", n=3, explorer_model="openai/scripted", seed=SEED, embedder=embedder,
-                      **client(scripted_server))
+    again = bootstrap(eval_store, synthesizer=unguided(scripted_server, eval_store), n=3, seed=SEED,
+                      validation=ValidationOptions(embedder=embedder))
     assert (again.explored, again.proposed, again.accepted, again.accepted_total) == (0, 0, 0, 3)
     assert len(scripted_server.requests) == requests  # nothing asked, nothing added
-    more = bootstrap(eval_store, env="bfcl", n=4, explorer_model="openai/scripted", seed=SEED, embedder=embedder,
-                     **client(scripted_server))
+    more = bootstrap(eval_store, synthesizer=unguided(scripted_server, eval_store), n=4, seed=SEED,
+                     validation=ValidationOptions(embedder=embedder))
     assert (more.skipped, more.explored, more.accepted, more.accepted_total) == (5, 1, 1, 4)
     assert explorer.explored == [0, 1, 2, 3, 4, 5]
 
@@ -249,13 +257,13 @@ def test_unguided_synthesis_runs_in_a_round_without_patterns_as_the_random_explo
     scripted_server.respond_with(Explorer(env.exploration_worlds(12, 5)))
     with Store(db_path) as store:
         report = synthesize(store, round=2, synthesizer="llm-unguided", max_candidates=2, seed=5, options=dict(
-            store_path=db_path, model="openai/scripted", env="bfcl", max_explore_steps=4, **client(scripted_server)))
+            store_path=db_path, env="bfcl", max_explore_steps=4, **client(scripted_server)))
         assert (report.round, report.patterns, report.proposed, report.added) == (2, 0, 2, 2)
         rows = store.execute("SELECT round, pattern_id, signal, synthesizer FROM candidates").fetchall()
     assert rows == [(2, None, None, "llm-unguided")] * 2
     with Store(db_path) as store, pytest.raises(CoevolveError, match="needs an environment"):
         synthesize(store, round=2, synthesizer="llm-unguided", max_candidates=1, seed=5,
-                   options=dict(store_path=db_path, model="openai/scripted", **client(scripted_server)))
+                   options=dict(store_path=db_path, **client(scripted_server)))
 
 
 def test_the_bootstrap_command_builds_d0_and_reports_it(db_path, scripted_server):
@@ -286,13 +294,13 @@ def test_bootstrap_stops_when_the_model_gives_nothing_and_retries_those_worlds_n
 
     scripted_server.respond_with(lambda request: http_error(503, "the model is loading"))
     with pytest.raises(CoevolveError, match="3 worlds in a row gave no task.*the model is loading") as caught:
-        bootstrap(db_path, env="bfcl", n=5, explorer_model="openai/scripted", embedder=embedder,
-                  **client(scripted_server))
+        bootstrap(db_path, synthesizer=unguided(scripted_server, db_path), n=5,
+                  validation=ValidationOptions(embedder=embedder))
     assert "run bootstrap again" in str(caught.value)
     env = load_environment("bfcl")
     explorer = Explorer(env.exploration_worlds(6, SEED))
     scripted_server.respond_with(explorer)
-    report = bootstrap(db_path, env="bfcl", n=1, explorer_model="openai/scripted", embedder=embedder,
-                       **client(scripted_server))
+    report = bootstrap(db_path, synthesizer=unguided(scripted_server, db_path), n=1,
+                       validation=ValidationOptions(embedder=embedder))
     assert explorer.explored == [0] and report.accepted_total == 1
     assert report.rejected == {"synthesis": 3}  # the three failures, kept with their reason

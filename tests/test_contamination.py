@@ -23,7 +23,7 @@ from coevolve_engine.loop.demo import frontier_tasks, held_out, seed_tasks
 from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis import contamination
 from coevolve_engine.synthesis.candidates import Candidate, synthesize, write_candidates
-from coevolve_engine.synthesis.validation import validate_candidates
+from coevolve_engine.synthesis.validation import ValidationOptions, validate_candidates
 from test_eval_isolation import one_hot_embedder
 
 
@@ -110,7 +110,7 @@ def calc_round(tmp_path_factory):
         insert_patterns(store, train[:30])
         synthesize(store, synthesizer="offline:calc", max_candidates=30, seed=0)
         write_candidates(store, copies)
-    validate_candidates(db, env=environment, embedder=embedder_for(db))
+    validate_candidates(db, env=environment, options=ValidationOptions(embedder=embedder_for(db)))
     return db, copies
 
 
@@ -194,7 +194,7 @@ def bfcl_round(tmp_path_factory):
         store.add_records("tasks", held)
         synthesize(store, synthesizer="offline:bfcl", max_candidates=12, seed=0)
         write_candidates(store, copies)
-    validate_candidates(db, env=environment, embedder=embedder_for(db))
+    validate_candidates(db, env=environment, options=ValidationOptions(embedder=embedder_for(db)))
     return db, copies
 
 
@@ -231,6 +231,6 @@ def test_a_threshold_outside_0_1_is_refused(tmp_path):
     from coevolve_engine.core.errors import CoevolveError
 
     with pytest.raises(CoevolveError, match="contamination_threshold must be in"):
-        validate_candidates(tmp_path / "none.duckdb", contamination_threshold=1.5)
+        validate_candidates(tmp_path / "none.duckdb", options=ValidationOptions(contamination_threshold=1.5))
     result = CliRunner().invoke(cli, ["validate", "--contamination-threshold", "0", "--db", str(tmp_path / "s.duckdb")])
     assert result.exit_code == 2 and "--contamination-threshold" in result.output and "Traceback" not in result.output

@@ -232,7 +232,7 @@ def one_hot_embedder(store: Store, texts: list[str]) -> Embedder:
 
 
 def test_novelty_ignores_eval_tasks_and_eval_similarity_measures_them(bfcl_store):
-    from coevolve_engine.synthesis.validation import validate_candidates
+    from coevolve_engine.synthesis.validation import ValidationOptions, validate_candidates
 
     db, held_out = bfcl_store
     with Store(db) as store:
@@ -257,7 +257,7 @@ def test_novelty_ignores_eval_tasks_and_eval_similarity_measures_them(bfcl_store
         texts = [r[0] for r in store.execute("SELECT prompt FROM tasks").fetchall()] + ["no such api"]
         embedder = one_hot_embedder(store, texts)
 
-    report = validate_candidates(db, embedder=embedder)
+    report = validate_candidates(db, options=ValidationOptions(embedder=embedder))
 
     assert [(v.reason, v.novelty, v.eval_similarity) for v in report.verdicts] == [
         ("accepted", 0.0, 1.0),      # the eval task's first message: new to training, identical to an eval prompt
@@ -281,7 +281,7 @@ def test_novelty_ignores_eval_tasks_and_eval_similarity_measures_them(bfcl_store
 
 
 def test_eval_similarity_is_null_without_eval_tasks(db):
-    from coevolve_engine.synthesis.validation import validate_candidates
+    from coevolve_engine.synthesis.validation import ValidationOptions, validate_candidates
 
     with Store(db) as store:
         spec = json.loads(store.scalar("SELECT spec FROM tasks WHERE task_id = 'bfcl/multi_turn_base_0'"))
@@ -291,7 +291,7 @@ def test_eval_similarity_is_null_without_eval_tasks(db):
         write_candidates(store, [fresh])
         texts = [r[0] for r in store.execute("SELECT prompt FROM tasks").fetchall()] + [fresh.prompt]
         embedder = one_hot_embedder(store, texts)
-    (verdict,) = validate_candidates(db, embedder=embedder).verdicts
+    (verdict,) = validate_candidates(db, options=ValidationOptions(embedder=embedder)).verdicts
     assert (verdict.reason, verdict.novelty, verdict.eval_similarity) == ("accepted", 0.0, None)
     with Store(db, read_only=True) as store:
         assert store.execute("SELECT eval_similarity FROM candidates").fetchall() == [(None,)]

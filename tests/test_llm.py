@@ -12,6 +12,7 @@ import pytest
 
 from scripted_server import hang, http_error, malformed_body, text, tool_calls
 
+from coevolve_engine.core.endpoint import CallSettings
 from coevolve_engine.models.llm import LLMClient, LLMError, canonical_json, parse_json_answer
 from coevolve_engine.prompts import PromptError, Prompt, available, load_prompt, parse_prompt
 from coevolve_engine.core.store import Store
@@ -29,10 +30,8 @@ GOOD = '{"cause": "wrong folder", "steps": ["cd", "ls"]}'
 
 
 def make_client(server, db_path, **options) -> LLMClient:
-    options.setdefault("timeout", 5)
-    options.setdefault("retries", 0)
-    options.setdefault("retry_backoff_s", 0.0)
-    return LLMClient(db_path, "openai/scripted", api_base=server.api_base, api_key="dummy", **options)
+    calls = CallSettings(options.pop("timeout", 5), options.pop("retries", 0), retry_backoff_s=0.0)
+    return LLMClient(db_path, server.endpoint(), calls=calls, **options)
 
 
 def calls(db_path) -> list[dict]:

@@ -21,6 +21,7 @@ pytest.importorskip("sentence_transformers")
 from bfcl_patterns import rollouts  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.core.environment import replay  # noqa: E402
+from coevolve_engine.core.endpoint import CallSettings  # noqa: E402
 from coevolve_engine.models.llm import LLMClient  # noqa: E402
 from coevolve_engine.patterns import PatternSelection, find_patterns  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
@@ -91,13 +92,13 @@ def test_signals_to_validated_tasks_through_an_llm(db_path, scripted_server):
     assert len(report.patterns) == 2
 
     scripted_server.respond_with(Scripted(env, tasks))
-    client = dict(api_base=scripted_server.api_base, api_key="dummy", timeout=5, retries=0)
-    summaries = summarise_patterns(db_path, client=LLMClient(db_path, "openai/scripted", **client))
+    client = dict(calls=CallSettings(timeout=5, retries=0))
+    summaries = summarise_patterns(db_path, client=LLMClient(db_path, scripted_server.endpoint(), **client))
     assert summaries.summarised == 2 and summaries.calls == 2
 
     with Store(db_path) as store:
         proposed = synthesize(store, synthesizer="llm", max_candidates=10, seed=0, options=dict(
-            store_path=db_path, model="openai/scripted", tasks_per_pattern=4, max_explore_steps=6, **client))
+            store_path=db_path, model=scripted_server.endpoint(), tasks_per_pattern=4, max_explore_steps=6, **client))
     assert proposed.proposed == 5  # four drafts from one pattern, one failure carried by the other
 
     verdicts = validate_candidates(db_path)

@@ -57,6 +57,7 @@ def test_every_builtin_kind_builds_through_its_registry():
 
 def test_load_agent_picks_the_agent_by_model_string(tmp_path):
     from coevolve_engine.adapters.agents import agent_kind, load_agent
+    from coevolve_engine.core.endpoint import CallSettings, Endpoint
 
     assert agent_kind("reference") == "reference"
     assert agent_kind(str(tmp_path)) == "local"
@@ -65,9 +66,12 @@ def test_load_agent_picks_the_agent_by_model_string(tmp_path):
     assert (type(reference).__name__, reference.limits.max_steps, reference.policy) == ("ReferenceAgent", 7, "ref")
     hosted = load_agent("openai/m", {"api_base": "http://127.0.0.1:9/v1", "temperature": 0.3, "max_tokens": 64,
                                      "timeout": 5.0, "retries": 1, "max_model_calls_per_turn": 4})
-    assert (hosted.api_base, hosted.temperature, hosted.max_tokens, hosted.timeout, hosted.retries) == \
-        ("http://127.0.0.1:9/v1", 0.3, 64, 5.0, 1)
+    assert (hosted.endpoint, hosted.temperature, hosted.max_tokens, hosted.calls) == \
+        (Endpoint("openai/m", "http://127.0.0.1:9/v1"), 0.3, 64, CallSettings(timeout=5.0, retries=1))
     assert hosted.limits.max_model_calls_per_turn == 4
+    served = Endpoint("openai/m", "http://127.0.0.1:9/v1", "sk-1")
+    assert load_agent(served, {"temperature": 0.3}).endpoint == served  # the endpoint, key and all
+    assert "sk-1" not in repr(load_agent(served))
 
 
 def test_load_agent_refuses_an_unknown_option_naming_the_model():
@@ -87,8 +91,8 @@ def test_the_runs_validation_agent_samples_as_its_agent_section_says(tmp_path):
                                 "models.agent.api_base=http://127.0.0.1:9/v1", "agent.temperature=0.2",
                                 "agent.max_tokens=99", "agent.retries=0", "episode.max_steps=12"])
     agent = validation_agent(RunContext(tmp_path / "s.duckdb", config, 1.0))
-    assert (agent.temperature, agent.max_tokens, agent.retries, agent.limits.max_steps) == (0.2, 99, 0, 12)
-    assert agent.api_base == "http://127.0.0.1:9/v1"
+    assert (agent.temperature, agent.max_tokens, agent.calls.retries, agent.limits.max_steps) == (0.2, 99, 0, 12)
+    assert agent.endpoint.where() == "openai/m at http://127.0.0.1:9/v1"
     assert validation_agent(RunContext(tmp_path / "s.duckdb", load_config(None, ["trainer.model=p"]), 1.0)) is None
 
 

@@ -123,8 +123,8 @@ def test_the_paper_recipe_has_the_papers_method_and_settings():
     # the explorer is Qwen3-Max, for D_0 and for each round's exploration: the one [models] explorer, which the
     # bootstrap and the llm synthesizer are both handed
     assert c.models.explorer.model == "openai/qwen3-max"
-    assert {k: c.models.exploration()[k] for k in ("explorer_model", "model")} == {
-        "explorer_model": "openai/qwen3-max", "model": "openai/qwen3-max"}
+    assert {role: endpoint.model for role, endpoint in c.models.exploration().items()} == {
+        "explorer": "openai/qwen3-max", "model": "openai/qwen3-max"}
     assert "explorer_model" not in c.synthesis.options and "model" not in c.synthesis.options
 
 
@@ -313,7 +313,7 @@ def test_validation_off_accepts_runnable_candidates_only_after_synthesis_and_sch
     pytest.importorskip("bfcl_eval")
     from coevolve_engine.adapters.environments import load_environment
     from coevolve_engine.synthesis.candidates import Candidate, write_candidates
-    from coevolve_engine.synthesis.validation import validate_candidates
+    from coevolve_engine.synthesis.validation import ValidationOptions, validate_candidates
 
     env = load_environment("bfcl")
     task = next(t for t in env.load_tasks(category="multi_turn_base") if "GorillaFileSystem"
@@ -336,7 +336,8 @@ def test_validation_off_accepts_runnable_candidates_only_after_synthesis_and_sch
         store.add_records("tasks", [task], label="seed")
         write_candidates(store, list(cands.values()))
     seen = []
-    report = validate_candidates(db_path, round=0, env=env, on_verdict=seen.append, runnable_only=True)
+    report = validate_candidates(db_path, round=0, env=env, options=ValidationOptions(runnable_only=True),
+                                 on_verdict=seen.append)
     verdicts = {v.candidate_id: v for v in report.verdicts}
     assert len(seen) == 4
     reason = {name: verdicts[c.candidate_id].reason for name, c in cands.items()}

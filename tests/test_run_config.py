@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from coevolve_engine.cli import cli
+from coevolve_engine.core.endpoint import Endpoint
 from coevolve_engine.loop.config import ConfigError, RunConfig
 from coevolve_engine.loop.config_files import differences, load_config
 from coevolve_engine.loop.template import render_template
@@ -187,9 +188,8 @@ def test_the_old_model_keys_still_work_each_with_a_warning_naming_its_new_key(tm
     new.write_text(NEW_MODEL_KEYS)
     assert not list(differences(config.to_dict(), load_config(new).to_dict()))
     assert config.models.exploration() == {
-        "model": "openai/writer", "api_base": "http://127.0.0.1:8000/v1", "api_key": None,
-        "explorer_model": "hosted_vllm/explorer", "explorer_api_base": "http://127.0.0.1:8001/v1",
-        "explorer_api_key": None}
+        "model": Endpoint("openai/writer", "http://127.0.0.1:8000/v1"),
+        "explorer": Endpoint("hosted_vllm/explorer", "http://127.0.0.1:8001/v1")}
 
 
 def test_an_old_model_key_given_with_set_is_read_with_a_warning(tmp_path):
@@ -232,20 +232,20 @@ def test_a_key_in_the_configuration_is_refused_and_its_variable_is_read_when_nam
     monkeypatch.delenv("COEVOLVE_TEST_JUDGE_KEY", raising=False)
     with pytest.raises(ConfigError, match=r"models.judge.api_key_env: the environment variable "
                                           r"COEVOLVE_TEST_JUDGE_KEY is not set"):
-        config.models.client("judge")
+        config.models.connect("judge")
     monkeypatch.setenv("COEVOLVE_TEST_JUDGE_KEY", "sk-2")
-    assert config.models.client("judge") == {"model": "openai/j", "api_base": None, "api_key": "sk-2"}
+    assert config.models.connect("judge") == Endpoint("openai/j", None, "sk-2")
+    assert "sk-2" not in repr(config.models.connect("judge"))  # an endpoint never prints its key
     assert "sk-2" not in str(config.to_dict())  # the stored config names the variable, never the key
 
 
 def test_an_empty_explorer_or_abstraction_model_is_the_other_one():
     config = load_config(None, ["trainer.model=p", "models.abstraction.model=openai/w",
                                 "models.abstraction.api_base=http://h/v1"])
-    assert config.models.exploration()["explorer_model"] == "openai/w"
-    assert config.models.exploration()["explorer_api_base"] == "http://h/v1"
+    assert config.models.exploration()["explorer"] == Endpoint("openai/w", "http://h/v1")
     config = load_config(None, ["trainer.model=p", "models.explorer.model=openai/e"])
-    assert config.models.exploration()["model"] == "openai/e"
-    assert config.models.client("summary")["model"] == ""  # no summaries: the roles without a fallback stay empty
+    assert config.models.exploration()["model"] == Endpoint("openai/e")
+    assert config.models.connect("summary") is None  # no summaries: the roles without a fallback stay empty
 
 
 def test_a_plugin_synthesizers_own_model_option_is_its_own():
@@ -300,10 +300,9 @@ def test_the_exploring_synthesizer_is_built_with_the_models_explorer_and_abstrac
 
     config = load_config(RECIPES / "explorer_swap.toml")
     synthesizer = SYNTHESIZERS.build("llm", synthesizer_options(config), PluginContext(store_path=tmp_path / "s"))
-    assert (synthesizer.explorer.model, synthesizer.explorer.api_base) == ("hosted_vllm/Qwen/Qwen3-32B",
-                                                                           "http://127.0.0.1:8001/v1")
-    assert (synthesizer.client.model, synthesizer.client.api_base) == (
-        "openai/qwen3-max", "https://dashscope-intl.aliyuncs.com/compatible-mode/v1")
+    assert synthesizer.explorer.endpoint.where() == "hosted_vllm/Qwen/Qwen3-32B at http://127.0.0.1:8001/v1"
+    assert synthesizer.client.endpoint.where() == (
+        "openai/qwen3-max at https://dashscope-intl.aliyuncs.com/compatible-mode/v1")
     assert synthesizer.max_explore_steps == 30  # synthesis.options still reach it
     bare = load_config(None, ["trainer.model=p", "synthesis.synthesizer=llm", "trainer.optimization=round"])
     with pytest.raises(ConfigError, match=r"synthesis.synthesizer = llm explores with \[models\]' explorer .* set "

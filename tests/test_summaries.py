@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from scripted_server import http_error, text
 
 from coevolve_engine.cli import cli
+from coevolve_engine.core.endpoint import CallSettings
 from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.synthesis.summaries import SUMMARY_SCHEMA, SummaryError, summarise_patterns
 from coevolve_engine.core.store import Store
@@ -95,10 +96,8 @@ def good(request):
 
 
 def make_client(server, db_path, **options) -> LLMClient:
-    options.setdefault("timeout", 5)
-    options.setdefault("retries", 0)
-    options.setdefault("retry_backoff_s", 0.0)
-    return LLMClient(db_path, "openai/scripted", api_base=server.api_base, api_key="dummy", **options)
+    calls = CallSettings(options.pop("timeout", 5), options.pop("retries", 0), retry_backoff_s=0.0)
+    return LLMClient(db_path, server.endpoint(), calls=calls, **options)
 
 
 def pattern_rows(db_path) -> dict[str, dict]:

@@ -29,6 +29,7 @@ pytest.importorskip("sentence_transformers")
 from coevolve_engine.adapters.calls import parse_python_calls  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
 from coevolve_engine.adapters.environments.bfcl.shipped import bfcl_module  # noqa: E402
+from coevolve_engine.core.endpoint import CallSettings, Endpoint  # noqa: E402
 from coevolve_engine.core.errors import CoevolveError  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.synthesis.bootstrap import UnguidedSynthesizer  # noqa: E402
@@ -136,9 +137,8 @@ def test_one_draft_of_each_kind_is_accepted_and_the_bad_ones_are_refused(db_path
     scripted_server.respond_with(writer)
     candidates = []
     for kind in ("base", "miss_func", "miss_param", "long_context"):
-        synthesizer = UnguidedSynthesizer(store_path=db_path, model="openai/scripted", env="bfcl",
-                                          api_base=scripted_server.api_base, api_key="dummy", timeout=5, retries=0,
-                                          max_explore_steps=6, kinds={kind: 1},
+        synthesizer = UnguidedSynthesizer(store_path=db_path, model=scripted_server.endpoint(), env="bfcl",
+                                          calls=CallSettings(timeout=5, retries=0), max_explore_steps=6, kinds={kind: 1},
                                           tasks_per_world=1 + len(BAD.get(kind, [])))
         candidates += synthesizer.for_world(env, world, index=FILES_WORLD, seed=SEED, round=0)
     assert [kinds[0] for kinds in writer.asked] == ["base", "miss_func", "miss_param", "long_context"]
@@ -290,8 +290,8 @@ def test_the_run_reads_what_a_plugin_declares_never_its_name_or_class():
         config.synthesis.synthesizer = "test-declaring"
         config.synthesis.options = {"temperature": 0.2}
         options = synthesizer_options(config)
-        assert options["explorer_model"] == "openai/explorer" and options["model"] == "openai/explorer"
-        assert options["api_base"] == "http://127.0.0.1:9/v1" and options["kinds"] == {"base": 1}
+        explorer = Endpoint("openai/explorer", "http://127.0.0.1:9/v1")
+        assert options["explorer"] == options["model"] == explorer and options["kinds"] == {"base": 1}
         assert options["temperature"] == 0.2
         DeclaringSynthesizer.explores = DeclaringSynthesizer.writes_kinds = False
         assert synthesizer_options(config) == {"temperature": 0.2}  # it declares neither: its own options alone

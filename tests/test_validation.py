@@ -27,7 +27,8 @@ from coevolve_engine.synthesis.candidates import (  # noqa: E402
     synthesize,
     write_candidates,
 )
-from coevolve_engine.synthesis.validation import AgentUnavailable, validate_candidates  # noqa: E402
+from coevolve_engine.core.endpoint import CallSettings  # noqa: E402
+from coevolve_engine.synthesis.validation import AgentUnavailable, ValidationOptions, validate_candidates  # noqa: E402
 from scripted_server import http_error, text, tool_calls  # noqa: E402
 from toy_env import CounterEnvironment  # noqa: E402
 
@@ -220,7 +221,7 @@ def test_the_judge_hook_decides_last_and_its_failures_reject(db):
             return False, "the request is ambiguous"
         raise ValueError("judge model returned garbage")
 
-    report = validate_candidates(db, judge=judge)
+    report = validate_candidates(db, options=ValidationOptions(judge=judge))
     assert [v.reason for v in report.verdicts] == ["accepted", "judge", "judge"]
     assert [v.checks[-1].detail for v in report.verdicts] == [
         "clear and solvable", "the request is ambiguous", "the check raised ValueError: judge model returned garbage"]
@@ -257,9 +258,8 @@ def test_agent_attempts_record_the_success_rate_and_reject_only_above_the_maximu
         synthesize(store, max_candidates=2, seed=0)
         specs = [json.loads(s) for (s,) in store.execute("SELECT spec FROM candidates ORDER BY created_at").fetchall()]
     replaying_server(scripted_server, bfcl, specs)
-    agent = LiteLLMAgent("openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5,
-                         retries=0)
-    report = validate_candidates(db, agent=agent, attempts=2, max_success_rate=None)
+    agent = LiteLLMAgent(scripted_server.endpoint(), calls=CallSettings(timeout=5, retries=0))
+    report = validate_candidates(db, options=ValidationOptions(agent=agent, attempts=2, max_success_rate=None))
     assert [(v.reason, v.success_rate) for v in report.verdicts] == [("accepted", 1.0), ("accepted", 1.0)]
     assert report.verdicts[0].checks[-1].detail == "2/2 rollouts succeeded"
     assert table(db, "SELECT success_rate FROM candidates") == [(1.0,), (1.0,)]
@@ -270,7 +270,7 @@ def test_agent_attempts_record_the_success_rate_and_reject_only_above_the_maximu
         specs = [json.loads(s) for (s,) in store.execute(
             "SELECT spec FROM candidates WHERE verdict = 'pending' ORDER BY created_at").fetchall()]
     replaying_server(scripted_server, bfcl, specs)
-    strict = validate_candidates(db, agent=agent, attempts=2, max_success_rate=0.5)
+    strict = validate_candidates(db, options=ValidationOptions(agent=agent, attempts=2, max_success_rate=0.5))
     assert {v.reason for v in strict.verdicts} <= {"agent_attempt", "novelty"} and strict.by_reason["agent_attempt"]
     assert "2/2 rollouts succeeded: 1.00 > max 0.5, too easy" in {v.checks[-1].detail for v in strict.verdicts}
 
@@ -282,10 +282,9 @@ def test_an_agent_that_only_faults_stops_validation_and_leaves_the_rest_pending(
     with Store(db) as store:
         synthesize(store, max_candidates=3, seed=0)
     scripted_server.respond_with(lambda request: http_error(503, "overloaded"))
-    agent = LiteLLMAgent("openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5,
-                         retries=0)
+    agent = LiteLLMAgent(scripted_server.endpoint(), calls=CallSettings(timeout=5, retries=0))
     with pytest.raises(AgentUnavailable, match="cut short by a fault"):
-        validate_candidates(db, agent=agent, attempts=2)
+        validate_candidates(db, options=ValidationOptions(agent=agent, attempts=2))
     assert table(db, "SELECT verdict, count(*) FROM candidates GROUP BY verdict") == [("pending", 3)]
 
 

@@ -1,7 +1,9 @@
 """Agents: policies that play environment episodes and return rollouts.
 
     from coevolve_engine.adapters.agents import load_agent, run_rollouts
-    agent = load_agent("hosted_vllm/Qwen/Qwen3-8B", {"api_base": "http://127.0.0.1:8000/v1", "temperature": 0.9})
+    from coevolve_engine.core.endpoint import Endpoint
+    served = Endpoint("hosted_vllm/Qwen/Qwen3-8B", api_base="http://127.0.0.1:8000/v1")
+    agent = load_agent(served, {"temperature": 0.9})
     rollouts = run_rollouts(env, tasks, agent, group_size=8, concurrency=4, step=0, on_rollout=sink)
 
 Nothing heavy is imported here: litellm, torch and transformers load when an agent first needs them.
@@ -10,6 +12,7 @@ Nothing heavy is imported here: litellm, torch and transformers load when an age
 from pathlib import Path
 from typing import Any, Mapping
 
+from coevolve_engine.core.endpoint import Endpoint
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.registry import PluginContext, Registry
 
@@ -51,13 +54,15 @@ def agent_kind(model: str) -> str:
     return "local" if Path(model).is_dir() else "litellm"
 
 
-def load_agent(model: str, options: Mapping[str, Any] | None = None,
+def load_agent(model: Endpoint | str, options: Mapping[str, Any] | None = None,
                context: PluginContext | None = None) -> Agent:
-    """The agent that plays ``model``, built through ``AGENTS`` from ``AgentOptions`` (the other fields)."""
+    """The agent that plays ``model`` (a model string, or an ``Endpoint``: a served model with its server and
+    key), built through ``AGENTS`` from ``AgentOptions`` (the other fields)."""
+    where = model.request() if isinstance(model, Endpoint) else {"model": model}
     try:
-        return AGENTS.build(agent_kind(model), {**dict(options or {}), "model": model}, context)
+        return AGENTS.build(agent_kind(where["model"]), {**dict(options or {}), **where}, context)
     except (TypeError, ValueError, ImportError, OSError) as exc:  # TypeError: an option no agent takes
-        raise CoevolveError(f"cannot use model {model!r}: {exc}") from exc
+        raise CoevolveError(f"cannot use model {where['model']!r}: {exc}") from exc
 
 
 __all__ = [

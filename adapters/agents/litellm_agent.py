@@ -1,12 +1,12 @@
 """An agent backed by any model litellm can call: a hosted API, a vLLM server, an OpenAI-compatible endpoint.
 
-    agent = LiteLLMAgent("hosted_vllm/Qwen/Qwen3-8B", api_base="http://127.0.0.1:8000/v1", temperature=0.9)
+    agent = LiteLLMAgent(Endpoint("hosted_vllm/Qwen/Qwen3-8B", api_base="http://127.0.0.1:8000/v1"), temperature=0.9)
     rollout = agent.run(env, task_id, spec)
 
 Tool calls are read from the response's ``tool_calls``; when there are none, ``<tool_call>{...}</tool_call>``
 blocks in the text are read instead (a server started without a tool parser). Retries are ours, not the
 client's: a retryable failure (timeout, connection error, 429, 5xx, a body that is not JSON) is tried again
-up to ``retries`` times with exponential backoff; after that, and for any other failure, ``complete``
+up to ``CallSettings.retries`` times with exponential backoff; after that, and for any other failure, ``complete``
 raises ``AgentFault`` and the driver records it on the rollout. ``complete_with_retries`` is that call and its
 retries, for every litellm caller (this agent and the engine's ``LLMClient``).
 
@@ -22,7 +22,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS, Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
+from coevolve_engine.core.endpoint import CallSettings, Endpoint
+
+from .base import Agent, AgentFault, AgentOptions, EpisodeLimits, ModelReply
 from ..calls import ParsedCall, parse_arguments, parse_tool_call_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,16 +40,6 @@ def import_litellm() -> Any:
         raise ImportError('LiteLLMAgent needs litellm: pip install "coevolve-engine[agents]"') from exc
     litellm.suppress_debug_info = True
     return litellm
-
-
-def check_call_settings(model: str, timeout: float, retries: int) -> None:
-    """The settings every litellm caller checks before its first call (this agent, the engine's LLMClient)."""
-    if not model:
-        raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
-    if timeout <= 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-    if retries < 0:
-        raise ValueError(f"retries must be >= 0, got {retries}")
 
 
 #: the longest wait between two attempts of a call, in seconds: the backoff doubles up to it, so many retries
@@ -100,11 +92,11 @@ def describe_failure(error: BaseException) -> str:
     return str(error) if isinstance(error, BadResponse) else f"{type(error).__name__}: {str(error)[:500]}"
 
 
-def complete_with_retries(litellm: Any, request: dict[str, Any], *, retries: int, retry_backoff_s: float,
+def complete_with_retries(litellm: Any, request: dict[str, Any], calls: CallSettings, *,
                           read: Callable[[Any], Any] | None = None,
                           on_failure: Callable[[BaseException, float], None] | None = None) -> tuple[Any, Any, int, float]:
-    """``litellm.completion(**request)``, tried again after a retryable failure up to ``retries`` more times,
-    waiting ``retry_wait(retry_backoff_s, attempt)`` in between.
+    """``litellm.completion(**request)``, tried again after a retryable failure up to ``calls.retries`` more times,
+    waiting ``retry_wait(calls.retry_backoff_s, attempt)`` in between.
 
     Retryable: litellm's transport faults (``retryable_errors``) and ``BadResponse``, which ``read`` (applied to
     each response; default: keep it as it is) raises for a response not worth keeping. Any other error ends the
@@ -113,7 +105,7 @@ def complete_with_retries(litellm: Any, request: dict[str, Any], *, retries: int
     seconds); raises ``CallFailed``.
     """
     retryable = (*retryable_errors(litellm), BadResponse)
-    attempts = retries + 1
+    attempts = calls.retries + 1
     for attempt in range(attempts):
         started = time.perf_counter()
         try:
@@ -125,7 +117,7 @@ def complete_with_retries(litellm: Any, request: dict[str, Any], *, retries: int
             again = isinstance(exc, retryable)
             if not again or attempt + 1 == attempts:
                 raise CallFailed(exc, attempt + 1, again) from exc
-            time.sleep(retry_wait(retry_backoff_s, attempt))
+            time.sleep(retry_wait(calls.retry_backoff_s, attempt))
             continue
         return answer, raw, attempt, time.perf_counter() - started
     raise AssertionError("unreachable")  # pragma: no cover
@@ -209,84 +201,79 @@ def parse_completion(response: Any, *, parse_text_tool_calls: bool = True) -> Mo
 class LiteLLMAgent(Agent):
     """Calls ``litellm.completion`` with the chat and the turn's tools.
 
-    model: any litellm model string ("openai/...", "hosted_vllm/...", "anthropic/...").
-    api_base, api_key: the endpoint and its key (a dummy key for a local server).
+    endpoint: the model and where it is served (``Endpoint``; a bare litellm model string such as
+    "openai/..." or "anthropic/..." is served where its provider serves it).
+    calls: timeout and retries of each call (``CallSettings``).
     temperature, max_tokens, seed: sampling; seed is sent only when set.
-    timeout: seconds per HTTP attempt. retries: extra attempts after a retryable failure.
-    retry_backoff_s: the first wait between attempts; it doubles each time, up to a minute.
-    max_steps, max_model_calls_per_turn: episode bounds (see EpisodeLimits).
+    limits: the episode's bounds (``EpisodeLimits``).
     system_prompt: put before the environment's own system prompt.
     policy: the name recorded on trajectories (default: the model string).
     cost_per_token: (input, output) USD per token, for models litellm has no price for (else cost is None).
     parse_text_tool_calls: read ``<tool_call>`` blocks from the text when the response has no tool_calls.
     completion_kwargs: anything else to pass to ``litellm.completion`` (e.g. ``extra_body``).
+
+    It takes eleven parameters because, beyond the endpoint, the calls and the limits (one object each), every
+    one is a single setting of its own a user names when building an agent by hand; ``load_agent`` builds it
+    from ``AgentOptions``.
     """
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: "PluginContext") -> "LiteLLMAgent":
         o = AgentOptions(**options)
         extra = {"extra_body": {"chat_template_kwargs": o.chat_template_kwargs}} if o.chat_template_kwargs else None
-        return cls(o.model, api_base=o.api_base, api_key=o.api_key, temperature=o.temperature,
-                   max_tokens=o.max_tokens, timeout=o.timeout, retries=o.retries, max_steps=o.max_steps,
-                   max_model_calls_per_turn=o.max_model_calls_per_turn, policy=o.policy, completion_kwargs=extra)
+        return cls(Endpoint(o.model, o.api_base, o.api_key), calls=CallSettings(o.timeout, o.retries),
+                   temperature=o.temperature, max_tokens=o.max_tokens,
+                   limits=EpisodeLimits(o.max_steps, o.max_model_calls_per_turn), policy=o.policy,
+                   completion_kwargs=extra)
 
     def __init__(
         self,
-        model: str,
+        endpoint: Endpoint | str,
         *,
-        api_base: str | None = None,
-        api_key: str | None = None,
+        calls: CallSettings = CallSettings(),
         temperature: float = 0.0,
         max_tokens: int = 1024,
         seed: int | None = None,
-        timeout: float = 60.0,
-        retries: int = 2,
-        retry_backoff_s: float = 1.0,
-        max_steps: int = MAX_STEPS,
-        max_model_calls_per_turn: int = MAX_MODEL_CALLS_PER_TURN,
+        limits: EpisodeLimits = EpisodeLimits(),
         system_prompt: str | None = None,
         policy: str | None = None,
         cost_per_token: tuple[float, float] | None = None,
         parse_text_tool_calls: bool = True,
         completion_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        check_call_settings(model, timeout, retries)
         if importlib.util.find_spec("litellm") is None:
             raise ImportError('LiteLLMAgent needs litellm: pip install "coevolve-engine[agents]"')
-        self.model = model
-        self.api_base = api_base
-        self.api_key = api_key
+        self.endpoint = Endpoint.of(endpoint)
+        self.calls = calls
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed
-        self.timeout = timeout
-        self.retries = retries
-        self.retry_backoff_s = retry_backoff_s
-        self.limits = EpisodeLimits(max_steps=max_steps, max_model_calls_per_turn=max_model_calls_per_turn)
+        self.limits = limits
         self.system_prompt = system_prompt
-        self.policy = policy or model
+        self.policy = policy or self.endpoint.model
         self.cost_per_token = cost_per_token
         self.parse_text_tool_calls = parse_text_tool_calls
         self.completion_kwargs = dict(completion_kwargs or {})
 
+    @property
+    def model(self) -> str:
+        """The model's litellm string."""
+        return self.endpoint.model
+
     def __repr__(self) -> str:
-        return f"LiteLLMAgent(model={self.model!r}, api_base={self.api_base!r})"
+        return f"LiteLLMAgent({self.endpoint!r})"
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         request: dict[str, Any] = {
-            "model": self.model,
+            **self.endpoint.request(),
             "messages": wire_messages(messages),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
-            "timeout": self.timeout,
+            "timeout": self.calls.timeout,
             "max_retries": 0,  # the OpenAI client's own retries are off: ours count and back off visibly
         }
         if tools:
             request["tools"] = tools
-        if self.api_base is not None:
-            request["api_base"] = self.api_base
-        if self.api_key is not None:
-            request["api_key"] = self.api_key
         if self.seed is not None:
             request["seed"] = self.seed
         request.update(self.completion_kwargs)
@@ -303,10 +290,9 @@ class LiteLLMAgent(Agent):
         request = self._request(messages, tools)
         started = time.perf_counter()
         try:
-            response, _, retries, _ = complete_with_retries(litellm, request, retries=self.retries,
-                                                            retry_backoff_s=self.retry_backoff_s)
+            response, _, retries, _ = complete_with_retries(litellm, request, self.calls)
         except CallFailed as failed:
-            where = f"{self.model}" + (f" at {self.api_base}" if self.api_base else "")
+            where = self.endpoint.where()
             tries = f" after {failed.attempts} attempt{'s' if failed.attempts != 1 else ''}"
             raise AgentFault(f"{where}{tries}: {failed}") from failed.error
         reply = parse_completion(response, parse_text_tool_calls=self.parse_text_tool_calls)

@@ -42,6 +42,9 @@ class LocalAgent(Agent):
     chat_template_kwargs: extra template variables (e.g. {"enable_thinking": False} for Qwen3).
     max_steps, max_model_calls_per_turn: episode bounds (see EpisodeLimits).
     policy: the name recorded on trajectories (default: the path).
+
+    It takes twelve parameters because each is a single setting of its own a user names when building an agent
+    by hand; ``load_agent`` builds it from ``AgentOptions``.
     """
 
     @classmethod
@@ -157,6 +160,9 @@ class TokenPolicy:
     episodes per ``generate`` (0: every open episode of the round at once). generate_kwargs: passed
     to every ``generate`` (the trainer's ``synced_gpus=False`` under ZeRO-3, where each process plays its own
     number of turns).
+
+    It takes eleven parameters because the two callers (``LocalAgent`` and the trl-grpo trainer) set different
+    ones of them, each a single setting of its own.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 0.0, top_p: float = 1.0,

@@ -8,11 +8,12 @@ from pathlib import Path
 import click
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
-from coevolve_engine.cli.options import Count, Number, SEED, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import Count, Number, SEED, connect, db_option, endpoint_options, long_job, wait_option
 from coevolve_engine.cli.synthesis import kinds_option
 from coevolve_engine.display.progress import Display, detail, progress as bar
-from coevolve_engine.synthesis.bootstrap import D0_QUERY, bootstrap as build
-from coevolve_engine.synthesis.validation import NOVELTY_THRESHOLD
+from coevolve_engine.core.endpoint import CallSettings
+from coevolve_engine.synthesis.bootstrap import D0_QUERY, UnguidedSynthesizer, bootstrap as build
+from coevolve_engine.synthesis.validation import NOVELTY_THRESHOLD, ValidationOptions
 
 
 @click.command(epilog="""\b
@@ -65,10 +66,13 @@ def bootstrap(env: str, explorer_model: str, model: str | None, n: int, seed: in
     # a bar on a terminal; elsewhere (a log, CI) the line per explored world, as before
     display = Display(stream=sys.stderr, verbose=not sys.stderr.isatty())
     with bar(display if progress else print, "bootstrap", total=n, unit="task"):
-        report = build(db, env=env, n=n, explorer_model=explorer_model, model=model, api_base=api_base,
-                       api_key=api_key, explorer_api_base=explorer_api_base, seed=seed, max_worlds=max_worlds,
-                       tasks_per_world=tasks_per_world, max_explore_steps=max_explore_steps, timeout=timeout,
-                       retries=retries, cache=not no_cache, novelty_threshold=novelty_threshold, wait=wait, kinds=kinds,
+        synthesizer = UnguidedSynthesizer(
+            store_path=db, env=env, model=connect(model or explorer_model, api_base, api_key),
+            explorer=connect(explorer_model, explorer_api_base or api_base, api_key, "--explorer-model"),
+            calls=CallSettings(timeout, retries), tasks_per_world=tasks_per_world,
+            max_explore_steps=max_explore_steps, cache=not no_cache, kinds=kinds)
+        report = build(db, synthesizer=synthesizer, n=n, seed=seed, max_worlds=max_worlds,
+                       validation=ValidationOptions(novelty_threshold=novelty_threshold), wait=wait,
                        progress=(lambda line: detail(display, line)) if progress else None)
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.rejected.items()))
     skipped = f" ({report.skipped} explored by an earlier run, skipped)" if report.skipped else ""

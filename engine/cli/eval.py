@@ -9,7 +9,7 @@ import click
 
 from coevolve_engine.adapters.agents.base import MAX_STEPS
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.cli.options import Count, SEED, create_option, db_option, endpoint_options, require_store, wait_option
+from coevolve_engine.cli.options import Count, SEED, connect, create_option, db_option, endpoint_options, require_store, wait_option
 from coevolve_engine.cli.rollout import episode_options, make_agent
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.core.store import Store
@@ -88,7 +88,7 @@ def eval_command(env_name: str, category: str | None, model: str, n_tasks: int |
         raise CoevolveError(f"no {where} in {db}; pass --category, or import some with "
                             f"`coevolve-engine tasks import {env_name} --category C --split eval`")
     policy = str(Path(model).resolve()) if Path(model).is_dir() else model
-    agent = make_agent(model, api_base=api_base, api_key=api_key, temperature=0.0, max_tokens=max_tokens,
+    agent = make_agent(connect(model, api_base, api_key), temperature=0.0, max_tokens=max_tokens,
                        timeout=timeout, retries=retries, max_steps=max_steps, policy=policy,
                        max_model_calls_per_turn=max_model_calls_per_turn, chat_template_kwargs=chat_template_kwargs)
     settings = {"protocol": "episode", "temperature": 0.0, "max_steps": max_steps, "max_tokens": max_tokens,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from coevolve_engine.core.endpoint import Endpoint
 from coevolve_engine.core.errors import StoreError
 from coevolve_engine.core.lease import hold_lease
 from coevolve_engine.core.renamed import given_twice, moved
@@ -127,6 +128,15 @@ def endpoint_options(command):
     )):
         command = option(command)
     return command
+
+
+def connect(model: str, api_base: str | None, api_key: str | None, option: str = "--model") -> Endpoint:
+    """The endpoint a command's options name (the model, --api-base or its own, --api-key); a usage error naming
+    ``option`` when the model is no model string."""
+    try:
+        return Endpoint(model, api_base, api_key)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 create_option = click.option(

@@ -11,14 +11,16 @@ import click
 from coevolve_engine.adapters.agents import load_agent
 from coevolve_engine.adapters.agents.base import MAX_MODEL_CALLS_PER_TURN, MAX_STEPS
 from coevolve_engine.adapters.environments import load_environment
-from coevolve_engine.cli.options import Count, Number, SEED, STEP, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import Count, Number, SEED, STEP, connect, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.core.endpoint import Endpoint
 from coevolve_engine.core.json_input import DuplicateKeyError, read_json
 from coevolve_engine.rollouts.jobs import MAX_GROUP_SIZE, run_rollout_job
 
 
-def make_agent(model: str, **options: Any):
-    """The agent for MODEL from the command's agent options (``load_agent``: the ReferenceAgent for "reference",
-    a LocalAgent for a local directory, otherwise a LiteLLMAgent)."""
+def make_agent(model: Endpoint | str, **options: Any):
+    """The agent for MODEL (a model string, or an ``Endpoint``: with its server and key) from the command's agent
+    options (``load_agent``: the ReferenceAgent for "reference", a LocalAgent for a local directory, otherwise a
+    LiteLLMAgent)."""
     return load_agent(model, options)
 
 
@@ -95,7 +97,7 @@ def rollout(env_name: str, category: str | None, model: str, group_size: int, st
     so an interrupted run keeps every finished group and a rerun at the same --step skips them. A rollout cut
     short by a fault outside the agent (server error, timeout) is kept with its error and flags no signal.
     """
-    agent = make_agent(model, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+    agent = make_agent(connect(model, api_base, api_key), temperature=temperature, max_tokens=max_tokens,
                        timeout=timeout, retries=retries, max_steps=max_steps, policy=policy,
                        max_model_calls_per_turn=max_model_calls_per_turn, chat_template_kwargs=chat_template_kwargs)
     summary = run_rollout_job(

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from coevolve_engine.cli.options import Count, Number, ROUND, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.cli.options import Count, Number, ROUND, connect, db_option, endpoint_options, long_job, wait_option
+from coevolve_engine.core.endpoint import CallSettings
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.synthesis.summaries import PatternOutcome, summarise_patterns
@@ -59,8 +60,8 @@ def summarize(model: str, api_base: str | None, api_key: str | None, round_: int
     tries it again). Every call is logged in llm_calls with its tokens, cost and prompt version.
     """
     try:
-        client = LLMClient(db, model, api_base=api_base, api_key=api_key, temperature=temperature,
-                           max_tokens=max_tokens, timeout=timeout, retries=retries, cache=cache, wait=wait)
+        client = LLMClient(db, connect(model, api_base, api_key), calls=CallSettings(timeout, retries),
+                           temperature=temperature, max_tokens=max_tokens, cache=cache, wait=wait)
     except ValueError as exc:
         raise CoevolveError(f"cannot use model {model!r}: {exc}") from exc
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, MAX_STEPS
-from coevolve_engine.cli.options import Count, Number, ROUND, SEED, db_option, endpoint_options, long_job, renamed, wait_option
+from coevolve_engine.cli.options import Count, Number, ROUND, SEED, connect, db_option, endpoint_options, long_job, renamed, wait_option
 from coevolve_engine.cli.output import force_option, format_option, output_option, write_frame, write_text_output
 from coevolve_engine.cli.rollout import make_agent
+from coevolve_engine.core.endpoint import CallSettings
 from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.models.llm import LLMClient
 from coevolve_engine.rollouts.jobs import MAX_GROUP_SIZE
@@ -19,7 +20,7 @@ from coevolve_engine.core.store import Store
 from coevolve_engine.synthesis.candidates import MAX_CANDIDATES, pending_candidates, synthesize as propose
 from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.judge import LLMJudge
-from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD, validate_candidates
+from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD, ValidationOptions, validate_candidates
 
 
 def round_option(help: str):
@@ -98,9 +99,10 @@ def synthesize(round_: int | None, synthesizer: str, env: str, model: str | None
     if synthesizer in ("llm", "llm-unguided"):
         if not model:
             raise click.UsageError(f"--synthesizer {synthesizer} needs --model")
-        options = dict(model=model, explorer_model=explorer_model, api_base=api_base,
-                       explorer_api_base=explorer_api_base, api_key=api_key, max_explore_steps=max_explore_steps,
-                       cache=not no_cache, timeout=timeout, retries=retries, kinds=kinds)
+        explorer = connect(explorer_model or model, explorer_api_base or api_base, api_key, "--explorer-model")
+        options = dict(model=connect(model, api_base, api_key), explorer=explorer,
+                       max_explore_steps=max_explore_steps, cache=not no_cache,
+                       calls=CallSettings(timeout, retries), kinds=kinds)
         if synthesizer == "llm":
             options["tasks_per_pattern"] = tasks_per_pattern
         else:
@@ -173,12 +175,12 @@ def validate(round_: int | None, novelty_threshold: float, contamination_thresho
         raise click.UsageError("--max-success-rate needs --agent-model")
     agent = None
     if agent_model is not None:
-        agent = make_agent(agent_model, api_base=api_base, api_key=api_key, temperature=0.9, max_tokens=1024,
+        agent = make_agent(connect(agent_model, api_base, api_key, "--agent-model"), temperature=0.9, max_tokens=1024,
                            timeout=timeout, retries=retries, max_steps=MAX_STEPS, policy=None)
     judge = None
     if judge_model is not None:
-        judge = LLMJudge(LLMClient(db, judge_model, api_base=judge_api_base, api_key=api_key, timeout=timeout,
-                                retries=retries, wait=wait), db)
+        judge = LLMJudge(LLMClient(db, connect(judge_model, judge_api_base, api_key, "--judge-model"),
+                                   calls=CallSettings(timeout, retries), wait=wait), db)
     with Store(db, read_only=True, wait=wait) as store:
         pending = len(pending_candidates(store, round_))
     if not pending:
@@ -186,9 +188,10 @@ def validate(round_: int | None, novelty_threshold: float, contamination_thresho
         return
     with click.progressbar(length=pending, label="validating", file=sys.stderr,
                            hidden=not progress) as bar:
-        report = validate_candidates(db, round=round_, novelty_threshold=novelty_threshold,
-                                     contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
-                                     max_success_rate=max_success_rate, judge=judge, wait=wait,
+        options = ValidationOptions(novelty_threshold=novelty_threshold,
+                                    contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
+                                    max_success_rate=max_success_rate, judge=judge)
+        report = validate_candidates(db, round=round_, options=options, wait=wait,
                                      on_verdict=lambda verdict: bar.update(1))
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(report.by_reason.items()))
     click.echo(f"validated {len(report.verdicts)} candidates: {report.accepted} accepted, {report.rejected} "

@@ -98,8 +98,8 @@ class Synthesizer(ABC):
       patterns; ``synthesize`` then passes it the round too, as ``propose(..., round=R)``;
     - ``reads_summaries``: it reads each pattern's LLM summary, so a run with ``models.summary`` set writes the
       summaries first;
-    - ``explores``: it is built with the run's explorer and abstraction models (``model``, ``api_base``,
-      ``api_key``, ``explorer_model``, ``explorer_api_base``, ``explorer_api_key``), unless its options name them;
+    - ``explores``: it is built with the run's abstraction model as ``model`` and its explorer as ``explorer``
+      (each an ``Endpoint``: the model, its server and key), unless its options name them;
     - ``writes_kinds``: it takes ``kinds``, and the run's ``synthesis.kinds`` is handed to it.
     """
 

@@ -230,6 +230,9 @@ def evaluate_agent(db: str | Path, environment: "Environment", env: str, tasks: 
     only for that write (so the store can be queried meanwhile). A task cut short by a fault is not stored.
     ``category``: the benchmark category the tasks make up, the name of their score (default: each task's
     ``spec.category``, else the environment's name).
+
+    It takes eleven parameters because the first five are what is evaluated and the rest are `eval`'s own
+    options, each a single setting passed through as the command reads it.
     """
     tasks = list(tasks)
     if not tasks:

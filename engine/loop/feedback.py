@@ -27,7 +27,7 @@ from coevolve_engine.core.candidates import declares
 from coevolve_engine.synthesis.candidates import SYNTHESIZERS, propose_candidates, write_candidates
 from coevolve_engine.synthesis.judge import LLMJudge
 from coevolve_engine.synthesis.summaries import summarise_patterns
-from coevolve_engine.synthesis.validation import validate_candidates
+from coevolve_engine.synthesis.validation import ValidationOptions, validate_candidates
 
 
 def signals(run: RunContext, round_: int, label: str) -> dict[str, Any]:
@@ -150,8 +150,7 @@ def describe_synthesize(o: dict[str, Any]) -> str:
 
 def _llm_client(run: RunContext, role: str) -> LLMClient:
     """An LLM client for the [models] role, logging its calls in the run's store."""
-    endpoint = run.config.models.client(role)
-    return LLMClient(run.db, endpoint.pop("model"), **endpoint, wait=run.wait)
+    return LLMClient(run.db, run.config.models.connect(role), wait=run.wait)
 
 
 def _summarise(run: RunContext, round_: int, label: str) -> None:
@@ -170,7 +169,7 @@ def synthesizer_options(config) -> dict[str, Any]:
     if not declares(synthesizer, "explores"):
         return {**kinds, **c.options}
     options = {**config.models.exploration(), **kinds, **c.options}
-    if not options["model"]:
+    if options["model"] is None:
         raise ConfigError(f"synthesis.synthesizer = {c.synthesizer} explores with [models]' explorer "
                           "and writes tasks with its abstraction model: set models.explorer.model (the abstraction "
                           "model defaults to it)")
@@ -189,17 +188,19 @@ def validate(run: RunContext, round_: int, label: str) -> dict[str, Any]:
         advance(run.echo, done=counter["n"], accepted=counter["accepted"])
 
     if not v.enabled:
-        validate_candidates(run.db, round=round_, env=run.environment, wait=run.wait, on_verdict=on_verdict,
-                            runnable_only=True, contamination_threshold=v.contamination_threshold)
+        options = ValidationOptions(runnable_only=True, contamination_threshold=v.contamination_threshold)
+        validate_candidates(run.db, round=round_, env=run.environment, options=options, wait=run.wait,
+                            on_verdict=on_verdict)
         return {**_verdicts(run, round_), "validation": "off: synthesis, schema and contamination checks only"}
     agent, judge = validation_agent(run), None
     if models.judge.model:
         judge = LLMJudge(_llm_client(run, "judge"), run.db)
-    validate_candidates(run.db, round=round_, env=run.environment, novelty_threshold=v.novelty_threshold,
-                        contamination_threshold=v.contamination_threshold,
-                        agent=agent, attempts=v.attempts, max_success_rate=v.max_success_rate if agent else None,
-                        judge=judge, wait=run.wait, on_verdict=on_verdict,
-                        embedder=run.embedder)  # the model the patterns phase loaded, if it ran
+    options = ValidationOptions(novelty_threshold=v.novelty_threshold,
+                                contamination_threshold=v.contamination_threshold, agent=agent, attempts=v.attempts,
+                                max_success_rate=v.max_success_rate if agent else None, judge=judge,
+                                embedder=run.embedder)  # the model the patterns phase loaded, if it ran
+    validate_candidates(run.db, round=round_, env=run.environment, options=options, wait=run.wait,
+                        on_verdict=on_verdict)
     return _verdicts(run, round_)
 
 
@@ -209,12 +210,11 @@ def validation_agent(run: RunContext):
     c = run.config
     if not c.models.agent.model:
         return None
-    e, endpoint = c.episode, c.models.client("agent")
-    model = endpoint.pop("model")
-    options = {**dataclasses.asdict(c.agent), **endpoint, "max_steps": e.max_steps,
+    e = c.episode
+    options = {**dataclasses.asdict(c.agent), "max_steps": e.max_steps,
                "max_model_calls_per_turn": e.max_model_calls_per_turn,
                "chat_template_kwargs": e.chat_template_kwargs or None}
-    return load_agent(model, options, run.plugins())
+    return load_agent(c.models.connect("agent"), options, run.plugins())
 
 
 def _verdicts(run: RunContext, round_: int) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
+from coevolve_engine.core.endpoint import Endpoint
 from coevolve_engine.core.errors import ConfigError
 from coevolve_engine.core.settings import setting
 
@@ -31,6 +31,13 @@ class ModelEndpoint:
             raise ConfigError(f"{key}.api_key_env: the environment variable {self.api_key_env} is not set "
                               f"(export it with the key of {self.api_base or self.model})")
         return os.environ[self.api_key_env]
+
+    def connect(self, key: str) -> Endpoint | None:
+        """The endpoint the run's calls go to (None when no model is set), its key read from ``api_key_env``;
+        ConfigError naming ``key`` when that variable is missing."""
+        if not self.model:
+            return None
+        return Endpoint(self.model, self.api_base or None, self.api_key(key))
 
 
 #: the models a run calls, each a [models] role
@@ -61,15 +68,11 @@ class ModelsConfig:
             return self.abstraction if role == "explorer" else self.explorer
         return chosen
 
-    def client(self, role: str) -> dict[str, Any]:
-        """``model``, ``api_base`` and ``api_key`` of the role, as an LLM client takes them (None: unset)."""
-        endpoint = self.endpoint(role)
-        return {"model": endpoint.model, "api_base": endpoint.api_base or None,
-                "api_key": endpoint.api_key(f"models.{role}")}
+    def connect(self, role: str) -> Endpoint | None:
+        """The role's endpoint as its calls reach it, key included (None: the role has no model)."""
+        return self.endpoint(role).connect(f"models.{role}")
 
-    def exploration(self) -> dict[str, Any]:
-        """The explorer and the abstraction model, as the bootstrap and the exploring synthesizers take them."""
-        explorer, abstraction = self.client("explorer"), self.client("abstraction")
-        return {"model": abstraction["model"], "api_base": abstraction["api_base"],
-                "api_key": abstraction["api_key"], "explorer_model": explorer["model"],
-                "explorer_api_base": explorer["api_base"], "explorer_api_key": explorer["api_key"]}
+    def exploration(self) -> dict[str, Endpoint | None]:
+        """The abstraction model (``model``) and the explorer (``explorer``), as the bootstrap and the exploring
+        synthesizers take them."""
+        return {"model": self.connect("abstraction"), "explorer": self.connect("explorer")}

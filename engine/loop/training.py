@@ -19,20 +19,31 @@ from coevolve_engine.loop.ledger import record_checkpoint, record_round_start, r
 from coevolve_engine.loop.summary import pct, plain_outputs, round_totals
 from coevolve_engine.core.store import Store
 from coevolve_engine.loop.train_round import TrainSpec, train_round
-from coevolve_engine.synthesis.bootstrap import bootstrap as build_tasks
+from coevolve_engine.core.endpoint import call_options
+from coevolve_engine.synthesis.bootstrap import UnguidedSynthesizer, bootstrap as build_tasks
+from coevolve_engine.synthesis.validation import ValidationOptions
 from coevolve_engine.trainers import TRAINERS
+
+
+#: the bootstrap.options the bootstrap itself reads; the validation's are VALIDATION_KEYS, the rest its synthesizer's
+BOOTSTRAP_KEYS = ("max_worlds",)
+VALIDATION_KEYS = ("novelty_threshold", "contamination_threshold", "attempts", "max_success_rate", "concurrency")
 
 
 def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     """D_0: ``bootstrap.n`` tasks from unguided exploration (idempotent: a rerun adds only what is missing)."""
     c, b = run.config, run.config.bootstrap
     models = c.models.exploration()
-    run.detail(label, f"{b.n} tasks by unguided exploration with {models['explorer_model']}")
-    options = {"novelty_threshold": c.validation.novelty_threshold,
-               "contamination_threshold": c.validation.contamination_threshold, "wait": run.wait,
-               "progress": lambda line: run.detail(label, line), **models,
-               "kinds": c.synthesis.kinds, **b.options}
-    report = build_tasks(run.db, env=c.env, n=b.n, seed=c.seed, round=0, **options)
+    run.detail(label, f"{b.n} tasks by unguided exploration with {models['explorer'].model}")
+    options = dict(b.options)  # each key to what reads it: the bootstrap, its validation, or its synthesizer
+    own = {key: options.pop(key) for key in BOOTSTRAP_KEYS if key in options}
+    checks = {key: options.pop(key) for key in VALIDATION_KEYS if key in options}
+    validation = ValidationOptions(**{"novelty_threshold": c.validation.novelty_threshold,
+                                      "contamination_threshold": c.validation.contamination_threshold, **checks})
+    synthesizer = UnguidedSynthesizer(**{"store_path": run.db, "env": c.env, **models, "kinds": c.synthesis.kinds,
+                                         **call_options(options)})
+    report = build_tasks(run.db, synthesizer=synthesizer, n=b.n, seed=c.seed, round=0, validation=validation,
+                         wait=run.wait, progress=lambda line: run.detail(label, line), **own)
     with run.store(read_only=True) as store:
         train = store.scalar("SELECT count(*) FROM tasks WHERE env = $env AND split = 'train'", {"env": c.env})
     if not train:

@@ -1,6 +1,6 @@
 """LLM calls for the engine's own work (pattern summaries, exploration, judging), logged and cached in the store.
 
-    client = LLMClient("coevolve.duckdb", "openai/gpt-4o-mini")
+    client = LLMClient("coevolve.duckdb", Endpoint("openai/gpt-4o-mini"))
     result = client.complete("summary", "summary@1", messages, json_schema=SUMMARY_SCHEMA)
     result.data          # the validated JSON object
 
@@ -14,8 +14,8 @@ table and logged again with ``cached = true`` and no tokens or cost, so a rerun 
 
 Two kinds of retry, both logged call by call:
 
-- transport faults (timeout, connection error, 429, 5xx, a body that is not JSON) are retried ``retries``
-  times with exponential backoff, then ``LLMError`` names the cause;
+- transport faults (timeout, connection error, 429, 5xx, a body that is not JSON) are retried
+  ``CallSettings.retries`` times with exponential backoff, then ``LLMError`` names the cause;
 - with ``json_schema``, an answer that is not a JSON object (bare, or in a ```json fence) or does not match the
   schema is shown back to the model with the problem, up to ``max_attempts`` answers, then ``LLMError`` says
   what was wrong with the last one. A rejected answer still counts as a successful call in ``llm_calls``
@@ -34,9 +34,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from coevolve_engine.adapters.agents.litellm_agent import (BadResponse, CallFailed, check_call_settings,
-                                                         complete_with_retries, completion_cost, describe_failure,
+from coevolve_engine.adapters.agents.litellm_agent import (BadResponse, CallFailed, complete_with_retries,
+                                                         completion_cost, describe_failure,
                                                          import_litellm)
+from coevolve_engine.core.endpoint import CallSettings, Endpoint
 from coevolve_engine.core.ids import canonical_json  # the request hash's input: one text per value
 from coevolve_engine.core.json_input import read_json
 from coevolve_engine.core.errors import CoevolveError
@@ -149,11 +150,11 @@ def _field(obj: Any, name: str) -> Any:
 class LLMClient:
     """Calls one model through ``litellm.completion``, logging every call to ``llm_calls`` in ``store_path``.
 
-    model: any litellm model string ("openai/...", "hosted_vllm/...", "anthropic/...").
-    api_base, api_key: the endpoint and its key (never written to the store).
+    endpoint: the model and where it is served (``Endpoint``; a bare litellm model string such as "openai/..."
+    is served where its provider serves it). Only the model is part of the request's hash; the server and the
+    key are never written to the store.
+    calls: timeout and retries of each call (``CallSettings``).
     temperature, max_tokens, seed: sampling; part of the request and so of its hash.
-    timeout: seconds per HTTP attempt. retries: extra attempts after a transport fault.
-    retry_backoff_s: the first wait between transport attempts; it doubles each time, up to a minute.
     cache: answer a request identical to an earlier answered one from the table.
     wait: seconds to wait for the store while another process holds it.
     completion_kwargs: anything else for ``litellm.completion`` (e.g. ``extra_body``); part of the hash.
@@ -162,38 +163,34 @@ class LLMClient:
     def __init__(
         self,
         store_path: str | os.PathLike[str],
-        model: str,
+        endpoint: Endpoint | str,
         *,
-        api_base: str | None = None,
-        api_key: str | None = None,
+        calls: CallSettings = CallSettings(),
         temperature: float = 0.0,
         max_tokens: int = 2048,
         seed: int | None = None,
-        timeout: float = 60.0,
-        retries: int = 2,
-        retry_backoff_s: float = 1.0,
         cache: bool = True,
         wait: float = DEFAULT_WAIT_SECONDS,
         completion_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        check_call_settings(model, timeout, retries)
         self.store_path = store_path
-        self.model = model
-        self.api_base = api_base
-        self.api_key = api_key
+        self.endpoint = Endpoint.of(endpoint)
+        self.calls = calls
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed
-        self.timeout = timeout
-        self.retries = retries
-        self.retry_backoff_s = retry_backoff_s
         self.cache = cache
         self.wait = wait
         self.completion_kwargs = dict(completion_kwargs or {})
         self.usage = LLMUsage()  # everything this client has spent
 
+    @property
+    def model(self) -> str:
+        """The model's litellm string, as ``llm_calls.model`` records it."""
+        return self.endpoint.model
+
     def __repr__(self) -> str:
-        return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, cache={self.cache})"
+        return f"LLMClient({self.endpoint!r}, cache={self.cache})"
 
     # -- public ------------------------------------------------------------------------------------------
 
@@ -243,7 +240,7 @@ class LLMClient:
         finally:
             self.usage.add(usage)
         raise LLMError(
-            f"{purpose}: {self._where()} gave no acceptable answer in {max_attempts} "
+            f"{purpose}: {self.endpoint.where()} gave no acceptable answer in {max_attempts} "
             f"attempt{'s' if max_attempts != 1 else ''}; the last one was rejected because {problem}",
             usage=usage,
         )
@@ -263,9 +260,6 @@ class LLMClient:
             request["seed"] = self.seed
         request.update(self.completion_kwargs)
         return request
-
-    def _where(self) -> str:
-        return self.model + (f" at {self.api_base}" if self.api_base else "")
 
     def _answer(self, purpose, prompt_version, messages, tools, usage: LLMUsage) -> tuple[int, dict, bool]:
         """(call_id, response dict, cached) for one request; raises LLMError on a transport failure."""
@@ -291,11 +285,11 @@ class LLMClient:
         litellm = import_litellm()
         try:
             response, raw, _, latency = complete_with_retries(
-                litellm, {**request, **self._transport()}, retries=self.retries, retry_backoff_s=self.retry_backoff_s,
-                read=_response_dict, on_failure=failed)
+                litellm, {**request, **self._transport()}, self.calls, read=_response_dict, on_failure=failed)
         except CallFailed as failure:
             tries = f"{failure.attempts} attempt{'s' if failure.attempts != 1 else ''}"
-            raise LLMError(f"{purpose}: {self._where()} failed after {tries}: {failure}", usage=usage) from failure.error
+            raise LLMError(f"{purpose}: {self.endpoint.where()} failed after {tries}: {failure}",
+                           usage=usage) from failure.error
         prompt_tokens, completion_tokens = _tokens(response)
         cost = completion_cost(litellm, raw)
         usage.requests += 1
@@ -311,13 +305,9 @@ class LLMClient:
         return call_id, response, False
 
     def _transport(self) -> dict[str, Any]:
-        """What reaches litellm but not the log or the hash: where, the key, the timeout."""
-        options: dict[str, Any] = {"timeout": self.timeout, "max_retries": 0}  # our retries, not the client's
-        if self.api_base is not None:
-            options["api_base"] = self.api_base
-        if self.api_key is not None:
-            options["api_key"] = self.api_key
-        return options
+        """What reaches litellm but not the log or the hash: where (the model again, as the request has it), the
+        key, the timeout."""
+        return {**self.endpoint.request(), "timeout": self.calls.timeout, "max_retries": 0}  # our retries only
 
     # -- the table ------------------------------------------------------------------------------------
 

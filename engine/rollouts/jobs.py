@@ -86,7 +86,12 @@ def run_rollout_job(
     wait: float = DEFAULT_WAIT_SECONDS,
     on_group: Callable[[int], None] | None = None,
 ) -> RolloutSummary:
-    """Roll ``agent`` out K times on each selected task at ``step``, writing groups as they finish."""
+    """Roll ``agent`` out K times on each selected task at ``step``, writing groups as they finish.
+
+    It takes fourteen parameters because they are `rollout`'s own options (which tasks: category, task_ids,
+    n_tasks, seed; how: group_size, step, concurrency), each a single setting passed through as the command reads
+    it, plus the store, the environment and the agent.
+    """
     with Store(db, read_only=True, wait=wait) as store:
         tasks = select_tasks(store, env_name, category=category, task_ids=task_ids, n=n_tasks, seed=seed)
         if not tasks:

@@ -23,11 +23,12 @@ from a round with ``synthesize(store, synthesizer="llm-unguided", round=R, optio
 is also the paper's *random exploration* ablation. Its candidates have ``pattern_id`` and ``signal`` NULL and
 provenance ``{"world", "world_id", "seed", "model", "explorer_model", "prompt_versions", ...}``.
 
-The library entry point, with a stable signature (the run loop calls it in round 0 when the store has no
-train tasks)::
+The library entry point (the run loop calls it in round 0 when the store has no train tasks)::
 
-    report = bootstrap("coevolve.duckdb", env="bfcl", n=100, explorer_model="hosted_vllm/Qwen/Qwen3-8B",
-                       api_base="http://127.0.0.1:8000/v1")
+    from coevolve_engine.core.endpoint import Endpoint
+    explorer = Endpoint("hosted_vllm/Qwen/Qwen3-8B", api_base="http://127.0.0.1:8000/v1")
+    synthesizer = UnguidedSynthesizer(store_path="coevolve.duckdb", model=explorer, env="bfcl")
+    report = bootstrap("coevolve.duckdb", synthesizer=synthesizer, n=100)
     report.accepted_total      # D_0 tasks in the store (accepted llm-unguided candidates of the round)
 
 It explores worlds ``0, 1, 2, ...`` of ``seed`` in batches, validating after each, until ``n`` candidates of
@@ -48,22 +49,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS
 from coevolve_engine.adapters.environments import load_environment
+from coevolve_engine.core.endpoint import call_options
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.models.embeddings import Embedder
 from coevolve_engine.prompts import load_prompt
 from coevolve_engine.core.registry import PluginContext
 from coevolve_engine.core.store import DEFAULT_WAIT_SECONDS, Store
 from coevolve_engine.synthesis.candidates import Candidate, FailurePattern, spec_hash, write_candidates
-from coevolve_engine.synthesis.contamination import DEFAULT_THRESHOLD as CONTAMINATION_THRESHOLD
 from coevolve_engine.synthesis.llm_synthesizer import ExplorationFailed, ExplorationSynthesizer, check_kinds
-from coevolve_engine.synthesis.validation import ATTEMPTS, NOVELTY_THRESHOLD, validate_candidates
+from coevolve_engine.synthesis.validation import ValidationOptions, validate_candidates
 
 if TYPE_CHECKING:  # pragma: no cover
-    from coevolve_engine.adapters.agents import Agent
     from coevolve_engine.adapters.environments import Environment
-    from coevolve_engine.synthesis.validation import Judge
 
 NAME = "llm-unguided"
 EXPLORE_PROMPT = "explore_unguided"
@@ -98,21 +96,13 @@ class UnguidedSynthesizer(ExplorationSynthesizer):
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: PluginContext) -> "UnguidedSynthesizer":
         """Built with the store the run reads and the run's environment, unless the options name others."""
-        return cls(**{"store_path": context.store_path, "env": context.env, **options})
+        return cls(**{"store_path": context.store_path, "env": context.env, **call_options(options)})
 
-    def __init__(self, *, store_path: str | Path, model: str, env: str | None = None,
-                 explorer_model: str | None = None, api_base: str | None = None, api_key: str | None = None,
-                 explorer_api_base: str | None = None, explorer_api_key: str | None = None,
-                 tasks_per_world: int = 1, max_explore_steps: int = MAX_EXPLORE_STEPS,
-                 min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
-                 cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
+    def __init__(self, *, env: str | None = None, tasks_per_world: int = 1, **exploration: Any) -> None:
+        """``exploration``: the models and how they are called (``ExplorationSynthesizer``)."""
         if tasks_per_world < 1:
             raise ValueError(f"tasks_per_world must be >= 1, got {tasks_per_world}")
-        super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
-                         api_key=api_key, explorer_api_base=explorer_api_base, explorer_api_key=explorer_api_key,
-                         max_explore_steps=max_explore_steps,
-                         min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache,
-                         kinds=kinds)
+        super().__init__(**exploration)
         self.env = env
         self.tasks_per_world = tasks_per_world
 
@@ -236,47 +226,27 @@ Progress = Callable[[str], None]
 def bootstrap(
     store_path: str | os.PathLike[str],
     *,
-    env: str,
+    synthesizer: UnguidedSynthesizer,
     n: int,
-    explorer_model: str,
-    model: str | None = None,
-    api_base: str | None = None,
-    api_key: str | None = None,
-    explorer_api_base: str | None = None,
-    explorer_api_key: str | None = None,
     seed: int = 0,
     round: int = 0,
     max_worlds: int | None = None,
-    tasks_per_world: int = 1,
-    max_explore_steps: int = MAX_EXPLORE_STEPS,
-    min_calls: int = 3,
-    temperature: float = 0.7,
-    timeout: float = 60.0,
-    retries: int = 2,
-    cache: bool = True,
-    kinds: Mapping[str, float] | None = None,
-    novelty_threshold: float = NOVELTY_THRESHOLD,
-    contamination_threshold: float = CONTAMINATION_THRESHOLD,
-    agent: "Agent | None" = None,
-    attempts: int = ATTEMPTS,
-    max_success_rate: float | None = None,
-    judge: "Judge | None" = None,
-    embedder: "Embedder | None" = None,
+    validation: ValidationOptions = ValidationOptions(),
     wait: float = DEFAULT_WAIT_SECONDS,
     progress: Progress | None = None,
 ) -> BootstrapReport:
-    """Explore worlds of ``env`` with no guidance until ``n`` tasks are accepted into the store (see the module
-    doc); returns what was done.
+    """Explore worlds of the synthesizer's environment with no guidance until ``n`` tasks are accepted into the
+    store (see the module doc); returns what was done.
 
-    explorer_model: the litellm model that acts in the environment; model: the one that abstracts tasks from
-    the exploration (default: explorer_model). api_base/api_key: where both are served (explorer_api_base and
-    explorer_api_key override them for the explorer). seed: picks the worlds. round: the candidates' round
-    (D_0 is round 0's). max_worlds: the budget of worlds to explore (default 3 * n). tasks_per_world: drafts
-    abstracted from each exploration. kinds: the share of each kind of task asked for (for BFCL: base,
-    miss_func, miss_param, long_context; default base only), drawn per world from ``seed``. novelty_threshold,
-    contamination_threshold, agent, attempts, max_success_rate, judge, embedder: validation's options
-    (``validate_candidates``). progress: called with one line of text per explored world and per batch.
+    synthesizer: the explorer and abstraction models, how they are called, and ``env``, the environment
+    explored. seed: picks the worlds. round: the candidates' round (D_0 is round 0's). max_worlds: the budget
+    of worlds to explore (default 3 * n). validation: what validation checks (``validate_candidates``; the
+    shipped embedder when it names none). progress: called with one line of text per explored world and per
+    batch.
     """
+    env = synthesizer.env
+    if not env:
+        raise CoevolveError("bootstrap explores one environment: build its UnguidedSynthesizer with env=NAME")
     if n < 1:
         raise CoevolveError(f"n (tasks to accept) must be >= 1, got {n}")
     max_worlds = 3 * n if max_worlds is None else max_worlds
@@ -286,22 +256,17 @@ def bootstrap(
         raise CoevolveError(f"max_worlds (--max-worlds; default 3 x n, --n) is {max_worlds:,}, more than "
                             f"{MAX_WORLDS:,}: the worlds are built before the first is explored; ask for fewer tasks "
                             "or worlds")
+    logs = Path(synthesizer.client.store_path)
+    if logs.resolve() != Path(store_path).resolve():
+        raise CoevolveError(f"the synthesizer logs its model calls in {logs}, the bootstrap writes {store_path}: "
+                            f"build it with store_path={str(store_path)!r}")
     environment = load_environment(env)
-    synthesizer = UnguidedSynthesizer(
-        store_path=store_path, model=model or explorer_model, env=env, explorer_model=explorer_model,
-        api_base=api_base, api_key=api_key, explorer_api_base=explorer_api_base, explorer_api_key=explorer_api_key,
-        tasks_per_world=tasks_per_world,
-        max_explore_steps=max_explore_steps, min_calls=min_calls, temperature=temperature, timeout=timeout,
-        retries=retries, cache=cache, kinds=kinds)
     check_kinds(synthesizer.kinds, environment.draft_kinds())
-    if embedder is None:  # one for every batch, so the model loads once
-        embedder = Embedder()
-    validation = dict(env=environment, novelty_threshold=novelty_threshold,
-                      contamination_threshold=contamination_threshold, agent=agent, attempts=attempts,
-                      max_success_rate=max_success_rate, judge=judge, embedder=embedder, wait=wait)
+    if validation.embedder is None:  # one for every batch, so the model loads once
+        validation = replace(validation, embedder=Embedder())
     run = _BootstrapRun(store_path, environment, synthesizer, _worlds(environment, max_worlds, seed), validation,
                         BootstrapReport(env=env, n=n, round=round, seed=seed, max_worlds=max_worlds),
-                        progress or (lambda line: None))
+                        progress or (lambda line: None), wait)
     return run.run()
 
 
@@ -313,11 +278,11 @@ class _BootstrapRun:
     """One ``bootstrap`` call: batches of worlds explored, then validated, until n are accepted."""
 
     def __init__(self, store_path: str | os.PathLike[str], environment: "Environment",
-                 synthesizer: UnguidedSynthesizer, worlds: list[dict[str, Any]], validation: dict[str, Any],
-                 report: BootstrapReport, say: Progress) -> None:
+                 synthesizer: UnguidedSynthesizer, worlds: list[dict[str, Any]], validation: ValidationOptions,
+                 report: BootstrapReport, say: Progress, wait: float) -> None:
         self.store_path, self.environment, self.synthesizer = store_path, environment, synthesizer
         self.worlds, self.validation, self.report, self.say = worlds, validation, report, say
-        self.wait = validation["wait"]
+        self.wait = wait
         self.failed_in_a_row = 0
 
     def store(self, **options: Any) -> Store:
@@ -373,7 +338,8 @@ class _BootstrapRun:
         return proposed, next_world
 
     def validate(self) -> None:
-        verdicts = validate_candidates(self.store_path, round=self.report.round, **self.validation)
+        verdicts = validate_candidates(self.store_path, round=self.report.round, env=self.environment,
+                                       options=self.validation, wait=self.wait)
         self.report.accepted += verdicts.accepted
         for reason, count in verdicts.by_reason.items():
             self.report.rejected[reason] = self.report.rejected.get(reason, 0) + count

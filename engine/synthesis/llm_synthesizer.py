@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from coevolve_engine.adapters.agents.base import MAX_EXPLORE_STEPS, Agent, AgentFault, EpisodeLimits, ModelReply
 from coevolve_engine.adapters.agents.litellm_agent import parse_completion, wire_messages
 from coevolve_engine.adapters.environments import load_environment
+from coevolve_engine.core.endpoint import CallSettings, Endpoint, call_options
 from coevolve_engine.core.errors import CoevolveError
 from coevolve_engine.models.llm import LLMClient, LLMError
 from coevolve_engine.prompts import Prompt, load_prompt
@@ -165,20 +166,17 @@ class ExplorationSynthesizer(Synthesizer):
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], context: PluginContext) -> "ExplorationSynthesizer":
-        """Built with the store the run reads (``store_path``), unless the options name one."""
-        return cls(**{"store_path": context.store_path, **options})
+        """Built with the store the run reads (``store_path``), unless the options name one; ``timeout`` and
+        ``retries`` (as a config names them) make its ``CallSettings``."""
+        return cls(**{"store_path": context.store_path, **call_options(options)})
 
-    def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
-                 api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 explorer_api_key: str | None = None, max_explore_steps: int = MAX_EXPLORE_STEPS, min_calls: int = 3,
-                 temperature: float = 0.7, timeout: float = 60.0, retries: int = 2, cache: bool = True,
-                 kinds: Mapping[str, float] | None = None) -> None:
-        """``model`` at ``api_base`` abstracts; ``explorer_model`` (default: ``model``) at ``explorer_api_base``
-        (default: ``api_base``) explores, with ``explorer_api_key`` (default: ``api_key``)."""
-        common = dict(temperature=temperature, timeout=timeout, retries=retries, cache=cache)
-        self.client = LLMClient(store_path, model, api_base=api_base, api_key=api_key, **common)
-        self.explorer = LLMClient(store_path, explorer_model or model, api_base=explorer_api_base or api_base,
-                                  api_key=api_key if explorer_api_key is None else explorer_api_key, **common)
+    def __init__(self, *, store_path: str | Path, model: Endpoint | str, explorer: Endpoint | str | None = None,
+                 calls: CallSettings = CallSettings(), max_explore_steps: int = MAX_EXPLORE_STEPS, min_calls: int = 3,
+                 temperature: float = 0.7, cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
+        """``model`` abstracts; ``explorer`` (default: ``model``) explores; each call is made as ``calls`` says."""
+        common = dict(calls=calls, temperature=temperature, cache=cache)
+        self.client = LLMClient(store_path, model, **common)
+        self.explorer = LLMClient(store_path, model if explorer is None else explorer, **common)
         self.max_explore_steps = max_explore_steps
         self.min_calls = min_calls
         self.kinds = dict(kinds or {})
@@ -262,18 +260,11 @@ class LLMSynthesizer(ExplorationSynthesizer):
     name = NAME
     reads_summaries = True  # each pattern's summary guides its exploration
 
-    def __init__(self, *, store_path: str | Path, model: str, explorer_model: str | None = None,
-                 api_base: str | None = None, api_key: str | None = None, explorer_api_base: str | None = None,
-                 explorer_api_key: str | None = None, tasks_per_pattern: int = 2, max_explore_steps: int = MAX_EXPLORE_STEPS,
-                 min_calls: int = 3, temperature: float = 0.7, timeout: float = 60.0, retries: int = 2,
-                 cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
+    def __init__(self, *, tasks_per_pattern: int = 2, **exploration: Any) -> None:
+        """``exploration``: the models and how they are called (``ExplorationSynthesizer``)."""
         if tasks_per_pattern < 1:
             raise ValueError(f"tasks_per_pattern must be >= 1, got {tasks_per_pattern}")
-        super().__init__(store_path=store_path, model=model, explorer_model=explorer_model, api_base=api_base,
-                         api_key=api_key, explorer_api_base=explorer_api_base, explorer_api_key=explorer_api_key,
-                         max_explore_steps=max_explore_steps,
-                         min_calls=min_calls, temperature=temperature, timeout=timeout, retries=retries, cache=cache,
-                         kinds=kinds)
+        super().__init__(**exploration)
         self.tasks_per_pattern = tasks_per_pattern
 
     def propose(self, store: "Store", patterns: Sequence[FailurePattern], *, max_candidates: int,

@@ -120,44 +120,61 @@ class AgentUnavailable(CoevolveError):
     """Every rollout of the validating agent was cut short by a fault outside the agent."""
 
 
-def validate_candidates(
-    store_path: str | os.PathLike[str] | None,
-    *,
-    round: int | None = None,
-    env: "Environment | None" = None,
-    novelty_threshold: float = NOVELTY_THRESHOLD,
-    contamination_threshold: float = contamination.DEFAULT_THRESHOLD,
-    agent: "Agent | None" = None,
-    attempts: int = ATTEMPTS,
-    max_success_rate: float | None = None,
-    judge: Judge | None = None,
-    embedder: "Embedder | None" = None,
-    concurrency: int = 4,
-    wait: float = DEFAULT_WAIT_SECONDS,
-    on_verdict: Callable[[Verdict], None] | None = None,
-    runnable_only: bool = False,
-) -> ValidationReport:
-    """Check every pending candidate (of ``round``, or all) and record its verdict; see the module doc.
+@dataclass(frozen=True)
+class ValidationOptions:
+    """What validation checks and with what (see the module doc).
 
-    env: the environment for candidates of its name (others load theirs from the registry).
+    novelty_threshold: a candidate whose prompt similarity to a training task or an earlier accepted one is at
+        least this is refused as not ``novelty``.
+    contamination_threshold: a candidate whose task_words similarity to an eval task of its environment is at
+        least this is refused as ``contaminated``.
+    agent, attempts, max_success_rate: the agent that attempts each candidate ``attempts`` times (None: no
+        attempt), and the success rate above which a candidate is refused as too easy (None: none is).
+    judge: the last check (None: no judge). embedder: the sentence embedder for novelty (default: the shipped
+        all-MiniLM-L6-v2, cached in the store). concurrency: the agent's rollouts played at once.
     runnable_only: validation switched off (the paper's "without validation" ablation): only ``synthesis``
         (its synthesizer wrote a task), ``schema`` (the environment accepts its spec) and ``contaminated`` (it
         copies no held-out task: the ablation's held-out figure must not be inflated by one) run, so a candidate
         that is a runnable task is accepted; ground truth, novelty, agent attempt and judge do not run
         (``eval_similarity`` is still measured).
-    contamination_threshold: a candidate whose task_words similarity to an eval task of its environment is at
-        least this is refused as ``contaminated``.
-    embedder: the sentence embedder for novelty (default: the shipped all-MiniLM-L6-v2, cached in the store).
+    """
+
+    novelty_threshold: float = NOVELTY_THRESHOLD
+    contamination_threshold: float = contamination.DEFAULT_THRESHOLD
+    agent: "Agent | None" = None
+    attempts: int = ATTEMPTS
+    max_success_rate: float | None = None
+    judge: Judge | None = None
+    embedder: "Embedder | None" = None
+    concurrency: int = 4
+    runnable_only: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.novelty_threshold <= 1.0:
+            raise CoevolveError(f"novelty_threshold must be in (0, 1], got {self.novelty_threshold}")
+        if not 0.0 < self.contamination_threshold <= 1.0:
+            raise CoevolveError(f"contamination_threshold must be in (0, 1], got {self.contamination_threshold}")
+        if self.attempts < 1:
+            raise CoevolveError(f"attempts (agent rollouts per candidate) must be >= 1, got {self.attempts}")
+        if self.max_success_rate is not None and not 0.0 <= self.max_success_rate <= 1.0:
+            raise CoevolveError(f"max_success_rate must be in [0, 1], got {self.max_success_rate}")
+
+
+def validate_candidates(
+    store_path: str | os.PathLike[str] | None,
+    *,
+    round: int | None = None,
+    env: "Environment | None" = None,
+    options: ValidationOptions = ValidationOptions(),
+    wait: float = DEFAULT_WAIT_SECONDS,
+    on_verdict: Callable[[Verdict], None] | None = None,
+) -> ValidationReport:
+    """Check every pending candidate (of ``round``, or all) and record its verdict; see the module doc.
+
+    env: the environment for candidates of its name (others load theirs from the registry).
+    options: what is checked and with what (``ValidationOptions``).
     on_verdict: called after each verdict is stored (progress).
     """
-    if not 0.0 < novelty_threshold <= 1.0:
-        raise CoevolveError(f"novelty_threshold must be in (0, 1], got {novelty_threshold}")
-    if not 0.0 < contamination_threshold <= 1.0:
-        raise CoevolveError(f"contamination_threshold must be in (0, 1], got {contamination_threshold}")
-    if attempts < 1:
-        raise CoevolveError(f"attempts (agent rollouts per candidate) must be >= 1, got {attempts}")
-    if max_success_rate is not None and not 0.0 <= max_success_rate <= 1.0:
-        raise CoevolveError(f"max_success_rate must be in [0, 1], got {max_success_rate}")
     session = _StoreSession(store_path, wait)
     report = ValidationReport()
     try:
@@ -167,12 +184,11 @@ def validate_candidates(
             candidates = pending_candidates(reading, round)
             if not candidates:
                 return report
-            novelty = _Novelty(reading, candidates, embedder)
+            novelty = _Novelty(reading, candidates, options.embedder)
             held_out = contamination.HeldOutIndex(reading, candidates)
         if novelty.fresh:
             novelty.cache(session.store)
-        checker = _Checker(env, novelty, novelty_threshold, agent, attempts, max_success_rate, judge, concurrency,
-                           session, runnable_only, held_out, contamination_threshold)
+        checker = _Checker(env, novelty, options, session, held_out)
         for candidate in candidates:
             session.close()  # the checks need no store: each verdict holds it only while it is written
             verdict = checker.verdict(candidate)
@@ -270,17 +286,10 @@ def _highest(known: list[np.ndarray] | None, vector: np.ndarray) -> float | None
 class _Checker:
     """Runs the checks of one candidate."""
 
-    def __init__(self, env: "Environment | None", novelty: _Novelty, threshold: float, agent: "Agent | None",
-                 attempts: int, max_success_rate: float | None, judge: Judge | None, concurrency: int,
-                 session: _StoreSession, runnable_only: bool = False,
-                 held_out: contamination.HeldOutIndex | None = None,
-                 contamination_threshold: float = contamination.DEFAULT_THRESHOLD) -> None:
+    def __init__(self, env: "Environment | None", novelty: _Novelty, options: ValidationOptions,
+                 session: _StoreSession, held_out: contamination.HeldOutIndex | None = None) -> None:
         self.environments: dict[str, Environment] = {env.name: env} if env is not None else {}
-        self.novelty, self.threshold = novelty, threshold
-        self.agent, self.attempts, self.max_success_rate = agent, attempts, max_success_rate
-        self.judge, self.concurrency, self.session = judge, concurrency, session
-        self.runnable_only = runnable_only
-        self.held_out, self.contamination_threshold = held_out, contamination_threshold
+        self.novelty, self.options, self.session, self.held_out = novelty, options, session, held_out
 
     def environment(self, name: str) -> "Environment":
         if name not in self.environments:
@@ -298,12 +307,12 @@ class _Checker:
         steps.append(("schema", lambda: self._schema(candidate)))
         if self.held_out is not None and self.held_out.has_held_out(candidate.env):
             steps.append((contamination.CHECK, lambda: self._contaminated(candidate)))
-        if not self.runnable_only:
+        if not self.options.runnable_only:
             steps.append(("ground_truth", lambda: self._ground_truth(candidate)))
             steps.append(("novelty", lambda: self._novelty(candidate, measured)))
-            if self.agent is not None:
+            if self.options.agent is not None:
                 steps.append(("agent_attempt", lambda: self._agent_attempt(candidate, measured)))
-            if self.judge is not None:
+            if self.options.judge is not None:
                 steps.append(("judge", lambda: self._judge(candidate)))
         eval_similarity = self.novelty.eval_similarity(candidate)  # measured whatever the verdict
         for name, run in steps:
@@ -345,11 +354,11 @@ class _Checker:
 
     def _contaminated(self, candidate: Candidate) -> Check:
         task_id, value = self.held_out.nearest(candidate)  # type: ignore[union-attr, misc]
-        passed = value < self.contamination_threshold
+        passed = value < self.options.contamination_threshold
         relation = "<" if passed else ">="
         return Check(contamination.CHECK, passed,
                      f"nearest held-out task {task_id}: similarity {value:.4f} {relation} "
-                     f"{self.contamination_threshold:g} (task words: masked words and keyed literals of every "
+                     f"{self.options.contamination_threshold:g} (task words: masked words and keyed literals of every "
                      "user turn)")
 
     def _ground_truth(self, candidate: Candidate) -> Check:
@@ -375,16 +384,18 @@ class _Checker:
     def _novelty(self, candidate: Candidate, measured: dict[str, float | None]) -> Check:
         similarity = self.novelty.similarity(candidate)
         measured["novelty"] = round(similarity, 6)
-        passed = similarity < self.threshold
+        passed = similarity < self.options.novelty_threshold
         relation = "<" if passed else ">="
-        return Check("novelty", passed, f"highest prompt similarity {similarity:.4f} {relation} {self.threshold:g} "
+        threshold = self.options.novelty_threshold
+        return Check("novelty", passed, f"highest prompt similarity {similarity:.4f} {relation} {threshold:g} "
                      "(training tasks and earlier accepted candidates; eval tasks are held out)")
 
     def _agent_attempt(self, candidate: Candidate, measured: dict[str, float | None]) -> Check:
         self.session.close()  # the agent may take minutes: let readers in meanwhile
         rollouts = run_rollouts(self.environment(candidate.env),
-                                [{"task_id": candidate.task_id, "spec": candidate.spec}], self.agent,
-                                group_size=self.attempts, concurrency=min(self.attempts, self.concurrency))
+                                [{"task_id": candidate.task_id, "spec": candidate.spec}], self.options.agent,
+                                group_size=self.options.attempts,
+                                concurrency=min(self.options.attempts, self.options.concurrency))
         played = [r for r in rollouts if r.error is None]
         if not played:
             raise AgentUnavailable(
@@ -396,12 +407,13 @@ class _Checker:
         measured["success_rate"] = rate
         detail = f"{successes}/{len(played)} rollouts succeeded" + (
             f" ({len(rollouts) - len(played)} cut short by faults, not counted)" if len(played) < len(rollouts) else "")
-        if self.max_success_rate is not None and rate > self.max_success_rate:
-            return Check("agent_attempt", False, f"{detail}: {rate:.2f} > max {self.max_success_rate:g}, too easy")
+        most = self.options.max_success_rate
+        if most is not None and rate > most:
+            return Check("agent_attempt", False, f"{detail}: {rate:.2f} > max {most:g}, too easy")
         return Check("agent_attempt", True, detail)
 
     def _judge(self, candidate: Candidate) -> Check:
-        outcome = self.judge(candidate)  # type: ignore[misc]
+        outcome = self.options.judge(candidate)  # type: ignore[misc]
         if not (isinstance(outcome, tuple) and len(outcome) == 2):
             raise TypeError(f"a judge must return (passed, detail), got {outcome!r:.200}")
         passed, detail = outcome

@@ -14,6 +14,7 @@ pytest.importorskip("bfcl_eval")
 from coevolve_engine.adapters.agents import run_rollouts  # noqa: E402
 from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent  # noqa: E402
 from coevolve_engine.adapters.environments import load_environment  # noqa: E402
+from coevolve_engine.core.endpoint import CallSettings  # noqa: E402
 
 
 def ground_truth_script(env, spec):
@@ -30,9 +31,7 @@ def test_replaying_the_ground_truth_through_litellm_scores_1(scripted_server):
     env = load_environment("bfcl")
     task = next(iter(env.load_tasks("multi_turn_base", limit=1)))
     scripted_server.play(ground_truth_script(env, task["spec"]))
-    agent = LiteLLMAgent(
-        "openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5, retries=0
-    )
+    agent = LiteLLMAgent(scripted_server.endpoint(), calls=CallSettings(timeout=5, retries=0))
 
     rollout = agent.run(env, task["task_id"], task["spec"])
 
@@ -60,9 +59,7 @@ def test_a_wrong_replay_scores_0_and_run_rollouts_keeps_going(scripted_server):
         return scripts[next(p for p in scripts if user.startswith(p))][answered]
 
     scripted_server.respond_with(replay)
-    agent = LiteLLMAgent(
-        "openai/scripted", api_base=scripted_server.api_base, api_key="dummy", timeout=5, retries=0
-    )
+    agent = LiteLLMAgent(scripted_server.endpoint(), calls=CallSettings(timeout=5, retries=0))
     rollouts = run_rollouts(env, tasks, agent, group_size=2, concurrency=2)
     assert [r.success for r in rollouts] == [False, False, True, True]
     assert all(r.error is None for r in rollouts)

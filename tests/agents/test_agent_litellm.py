@@ -12,7 +12,9 @@ from agent_contract import AgentContract
 from scripted_server import bad_arguments, hang, http_error, malformed_body, text, tool_calls
 from toy_env import CounterEnvironment, counter_task
 
+from coevolve_engine.adapters.agents.base import EpisodeLimits
 from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
+from coevolve_engine.core.endpoint import CallSettings
 
 if importlib.util.find_spec("litellm") is None:  # the "agents" extra; found, not imported (it is slow)
     pytest.skip("litellm is not installed", allow_module_level=True)
@@ -22,10 +24,9 @@ ONE_TURN = counter_task("c-2", ["Add 2 to the counter."], target=2)
 
 
 def make_agent(server, **options) -> LiteLLMAgent:
-    options.setdefault("timeout", 5)
-    options.setdefault("retries", 0)
-    options.setdefault("retry_backoff_s", 0.0)
-    return LiteLLMAgent("openai/scripted", api_base=server.api_base, api_key="dummy", **options)
+    calls = CallSettings(options.pop("timeout", 5), options.pop("retries", 0), retry_backoff_s=0.0)
+    limits = {key: options.pop(key) for key in ("max_steps", "max_model_calls_per_turn") if key in options}
+    return LiteLLMAgent(server.endpoint(), calls=calls, limits=EpisodeLimits(**limits), **options)
 
 
 def run(agent, task, env=None):
@@ -276,9 +277,13 @@ def test_the_record_maps_onto_the_store_trajectory(scripted_server):
 
 def test_bad_configuration_is_refused_with_a_message():
     with pytest.raises(ValueError, match="timeout must be > 0"):
-        LiteLLMAgent("openai/x", timeout=0)
+        LiteLLMAgent("openai/x", calls=CallSettings(timeout=0))
+    with pytest.raises(ValueError, match="retries must be >= 0"):
+        LiteLLMAgent("openai/x", calls=CallSettings(retries=-1))
+    with pytest.raises(ValueError, match="model must be a litellm model string"):
+        LiteLLMAgent("")
     with pytest.raises(ValueError, match="max_model_calls_per_turn must be >= 1"):
-        LiteLLMAgent("openai/x", max_model_calls_per_turn=0)
+        LiteLLMAgent("openai/x", limits=EpisodeLimits(max_model_calls_per_turn=0))
 
 
 def test_a_garbled_text_tool_call_ends_the_turn_and_is_sent_back_well_formed(scripted_server):

@@ -79,8 +79,7 @@ def test_rollout_cli_model_reference(bfcl, db_path):
     from coevolve_engine.cli import cli
     from coevolve_engine.cli.rollout import make_agent
 
-    agent = make_agent("reference", api_base=None, api_key=None, temperature=0.9, max_tokens=8, timeout=1,
-                       retries=0, max_steps=30, policy=None)
+    agent = make_agent("reference", temperature=0.9, max_tokens=8, timeout=1, retries=0, max_steps=30, policy=None)
     assert isinstance(agent, ReferenceAgent) and agent.limits.max_steps == 30
     environment, tasks = bfcl
     with Store(db_path) as store:

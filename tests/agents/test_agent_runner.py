@@ -12,6 +12,7 @@ from toy_env import CounterEnvironment, counter_task
 
 from coevolve_engine.adapters.agents import Agent, AgentFault, ModelReply, Rollout, run_rollouts
 from coevolve_engine.adapters.agents.litellm_agent import LiteLLMAgent
+from coevolve_engine.core.endpoint import CallSettings
 
 TASKS = [
     counter_task("add-2", ["Add 2 to the counter."], target=2),
@@ -35,9 +36,7 @@ def by_task(request):
 def make_agent(server, **options):
     if importlib.util.find_spec("litellm") is None:  # the "agents" extra
         pytest.skip("litellm is not installed")
-    return LiteLLMAgent(
-        "openai/scripted", api_base=server.api_base, api_key="dummy", timeout=5, retries=0, **options
-    )
+    return LiteLLMAgent(server.endpoint(), calls=CallSettings(timeout=5, retries=0), **options)
 
 
 def test_one_faulty_rollout_does_not_stop_the_others(scripted_server):

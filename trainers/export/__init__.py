@@ -152,6 +152,9 @@ def export_round(
     measured on them (``verl_lengths``) with ``tokenizer`` (the policy's; None: a stated byte bound), each answer
     allowed ``max_new_tokens``, and set by the printed command. Files are written as every output is
     (``coevolve_engine.core.outputs``): never over the store, nor, without ``force``, over a file of another kind.
+
+    It takes twelve parameters because they are `export`'s own options, each a single setting passed through as
+    the command reads it.
     """
     if format not in FORMATS:
         raise ExportError(f"unknown export format {format!r}; known: {', '.join(FORMATS)}")
