@@ -173,7 +173,11 @@ class ExplorationSynthesizer(Synthesizer):
     def __init__(self, *, store_path: str | Path, model: Endpoint | str, explorer: Endpoint | str | None = None,
                  calls: CallSettings = CallSettings(), max_explore_steps: int = MAX_EXPLORE_STEPS, min_calls: int = 3,
                  temperature: float = 0.7, cache: bool = True, kinds: Mapping[str, float] | None = None) -> None:
-        """``model`` abstracts; ``explorer`` (default: ``model``) explores; each call is made as ``calls`` says."""
+        """``model`` abstracts; ``explorer`` (default: ``model``) explores; each call is made as ``calls`` says
+        and logged (and, with ``cache``, answered again) in ``store_path``'s llm_calls. max_explore_steps: tool
+        calls one exploration may make; min_calls: the fewest calls a written task's solution must make.
+        temperature: both models' sampling. kinds: the share of each kind of task asked for (for BFCL: base,
+        miss_func, miss_param, long_context; default: base only), drawn for each exploration from the seed."""
         common = dict(calls=calls, temperature=temperature, cache=cache)
         self.client = LLMClient(store_path, model, **common)
         self.explorer = LLMClient(store_path, model if explorer is None else explorer, **common)
