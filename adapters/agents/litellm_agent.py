@@ -92,6 +92,12 @@ def describe_failure(error: BaseException) -> str:
     return str(error) if isinstance(error, BadResponse) else f"{type(error).__name__}: {str(error)[:500]}"
 
 
+def transport(endpoint: Endpoint, calls: CallSettings) -> dict[str, Any]:
+    """The fields of a ``litellm.completion`` request that say where it goes and how long one attempt may take;
+    the OpenAI client's own retries are off, so that ours count and back off visibly."""
+    return {**endpoint.request(), "timeout": calls.timeout, "max_retries": 0}
+
+
 def complete_with_retries(litellm: Any, request: dict[str, Any], calls: CallSettings, *,
                           read: Callable[[Any], Any] | None = None,
                           on_failure: Callable[[BaseException, float], None] | None = None) -> tuple[Any, Any, int, float]:
@@ -265,12 +271,10 @@ class LiteLLMAgent(Agent):
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         request: dict[str, Any] = {
-            **self.endpoint.request(),
+            **transport(self.endpoint, self.calls),
             "messages": wire_messages(messages),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
-            "timeout": self.calls.timeout,
-            "max_retries": 0,  # the OpenAI client's own retries are off: ours count and back off visibly
         }
         if tools:
             request["tools"] = tools

@@ -12,7 +12,7 @@ the key from the environment variable the config names, so a key is never writte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
 
@@ -42,12 +42,12 @@ class Endpoint:
     def request(self) -> dict[str, Any]:
         """The fields of a ``litellm.completion`` request that say where it goes: the model, and the server and
         key when they are set."""
-        fields: dict[str, Any] = {"model": self.model}
+        where: dict[str, Any] = {"model": self.model}
         if self.api_base is not None:
-            fields["api_base"] = self.api_base
+            where["api_base"] = self.api_base
         if self.api_key is not None:
-            fields["api_key"] = self.api_key
-        return fields
+            where["api_key"] = self.api_key
+        return where
 
 
 @dataclass(frozen=True)
@@ -69,14 +69,12 @@ class CallSettings:
             raise ValueError(f"retry_backoff_s must be >= 0 seconds, got {self.retry_backoff_s}")
 
 
-#: the keys a config names a call's settings by (a synthesizer's or the bootstrap's options)
-CALL_KEYS = ("timeout", "retries")
-
-
 def call_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` with the ``timeout`` and ``retries`` a config names read into one ``calls`` (``CallSettings``)."""
-    named = {key: options[key] for key in CALL_KEYS if key in options}
-    rest = {key: value for key, value in options.items() if key not in CALL_KEYS}
+    """``options`` with the ``CallSettings`` fields a config names (``timeout``, ``retries``, ...) read into one
+    ``calls``."""
+    keys = {f.name for f in fields(CallSettings)}
+    named = {key: options[key] for key in keys if key in options}
+    rest = {key: value for key, value in options.items() if key not in keys}
     if named:
         rest["calls"] = replace(rest.get("calls", CallSettings()), **named)
     return rest

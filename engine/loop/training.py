@@ -25,9 +25,9 @@ from coevolve_engine.synthesis.validation import ValidationOptions
 from coevolve_engine.trainers import TRAINERS
 
 
-#: the bootstrap.options the bootstrap itself reads; the validation's are VALIDATION_KEYS, the rest its synthesizer's
+#: the bootstrap.options the bootstrap itself reads; ValidationOptions' fields go to its validation, the rest to
+#: its synthesizer
 BOOTSTRAP_KEYS = ("max_worlds",)
-VALIDATION_KEYS = ("novelty_threshold", "contamination_threshold", "attempts", "max_success_rate", "concurrency")
 
 
 def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def bootstrap(run: RunContext, round_: int, label: str) -> dict[str, Any]:
     run.detail(label, f"{b.n} tasks by unguided exploration with {models['explorer'].model}")
     options = dict(b.options)  # each key to what reads it: the bootstrap, its validation, or its synthesizer
     own = {key: options.pop(key) for key in BOOTSTRAP_KEYS if key in options}
-    checks = {key: options.pop(key) for key in VALIDATION_KEYS if key in options}
+    checks = {f.name: options.pop(f.name) for f in dataclasses.fields(ValidationOptions) if f.name in options}
     validation = ValidationOptions(**{"novelty_threshold": c.validation.novelty_threshold,
                                       "contamination_threshold": c.validation.contamination_threshold, **checks})
     synthesizer = UnguidedSynthesizer(**{"store_path": run.db, "env": c.env, **models, "kinds": c.synthesis.kinds,

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coevolve_engine.adapters.agents.litellm_agent import (BadResponse, CallFailed, complete_with_retries,
-                                                         completion_cost, describe_failure,
-                                                         import_litellm)
+                                                         completion_cost, describe_failure, import_litellm,
+                                                         transport)
 from coevolve_engine.core.endpoint import CallSettings, Endpoint
 from coevolve_engine.core.ids import canonical_json  # the request hash's input: one text per value
 from coevolve_engine.core.json_input import read_json
@@ -284,8 +284,10 @@ class LLMClient:
 
         litellm = import_litellm()
         try:
+            # the server, key and timeout reach litellm but neither the log nor the hash
             response, raw, _, latency = complete_with_retries(
-                litellm, {**request, **self._transport()}, self.calls, read=_response_dict, on_failure=failed)
+                litellm, {**request, **transport(self.endpoint, self.calls)}, self.calls, read=_response_dict,
+                on_failure=failed)
         except CallFailed as failure:
             tries = f"{failure.attempts} attempt{'s' if failure.attempts != 1 else ''}"
             raise LLMError(f"{purpose}: {self.endpoint.where()} failed after {tries}: {failure}",
@@ -303,11 +305,6 @@ class LLMClient:
         call_id = self._log(row, response=response, tokens=(prompt_tokens, completion_tokens), cost=cost,
                             latency=latency, error=None)
         return call_id, response, False
-
-    def _transport(self) -> dict[str, Any]:
-        """What reaches litellm but not the log or the hash: where (the model again, as the request has it), the
-        key, the timeout."""
-        return {**self.endpoint.request(), "timeout": self.calls.timeout, "max_retries": 0}  # our retries only
 
     # -- the table ------------------------------------------------------------------------------------
 
