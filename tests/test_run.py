@@ -104,13 +104,16 @@ def copy_run(prepared: Path, folder: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def straight(prepared, tmp_path_factory) -> Path:
     """The store after two rounds run without interruption, each round's training launched as a process of
-    its own (trainer.launcher), as `accelerate launch` would run it; the killed run trains in process."""
+    its own (trainer.launcher), as `accelerate launch` would run it; the killed run trains in process.
+
+    The run is a process of its own, as the killed run's are: run inside this test process, its warm-up would
+    compute with whatever threads and state the earlier tests left, and a float sum apart is another policy."""
     db, config = copy_run(prepared, tmp_path_factory.mktemp("run-straight"))
-    result = CliRunner().invoke(cli, ["run", "--config", str(config), "--db", str(db),
-                                      "--set", f"trainer.launcher={json.dumps(sys.executable)}"])
-    assert result.exit_code == 0, result.output
-    assert "2 of 2 rounds finished" in result.output
-    assert "Loop cost: feedback " in result.output and "over 2 rounds" in result.output
+    code, lines = run_until(db, config, None, "--set", f"trainer.launcher={json.dumps(sys.executable)}")
+    output = "\n".join(lines)
+    assert code == 0, output
+    assert "2 of 2 rounds finished" in output
+    assert "Loop cost: feedback " in output and "over 2 rounds" in output
     return db
 
 
@@ -253,10 +256,11 @@ KILL_AT = [
 ]
 
 
-def run_until(db: Path, config: Path, kill_at: str | None) -> tuple[int, list[str]]:
+def run_until(db: Path, config: Path, kill_at: str | None, *options: str) -> tuple[int, list[str]]:
+    """Run `run` in a process of its own, killing it with SIGKILL once a line containing ``kill_at`` appears."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
     command = [sys.executable, "-m", "coevolve_engine.cli", "run", "--config", str(config), "--db", str(db),
-               "--verbose"]  # the mid-phase lines it kills at are detail lines
+               "--verbose", *options]  # the mid-phase lines it kills at are detail lines
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     seen = []
     assert process.stdout is not None
