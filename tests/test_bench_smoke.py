@@ -103,6 +103,13 @@ SCRIPTS: dict[str, list[str]] = {
         r"^store .*demo\.duckdb: \d+ training tasks", r"^demonstrations: \d+ reference rollouts",
         r"^policy .*: a tiny Qwen3", r"^sft 1 steps \(.*\): seed [\d.]+% held-out [\d.]+%$", r"^sft 2 steps \(",
     ],
+    "sft_spread.py": [
+        r"^untrained policy: \d+ of \d+ turns with the reference's calls, \d+ of 3 first turns, \d+ whole episodes$",
+        r"^warm-up seed 0, 1 thread: last loss [\d.]+, \d+ of \d+ turns right \(by task \[[\d, ]+\]\), \d+ of 3 first turns",
+        r"^over 1 warm-ups, turns right: min \d+, mean [\d.]+, max \d+$",
+        r"^over 1 warm-ups, first turns right: min",
+        r"^over 1 warm-ups, whole episodes: min",
+    ],
     "loop_cost_bench.py": [
         r"^load average [\d.]+ on \d+ cores; working in ",
         r"^opens \(median of \d+\):", r"^  writable  before .* after ", r"^  read-only before .* after ",

@@ -201,9 +201,11 @@ def _calls_by_turn(messages: list[dict]) -> list[list[tuple[str, dict]]]:
 def test_the_warmed_up_policy_makes_the_reference_calls(grpo, warmed, bfcl):
     """Greedy decoding by the episode player, from the prompt the GRPO trainer renders, read by the one parser.
 
-    What holds for any reasonable warm-up, not one machine's exact outcome (the same seed gives other float sums,
-    so another warm-up, on another CPU): the policy learned the demonstrations, shown as rates over the three tasks'
-    13 user turns. A tiny policy may miss a turn of a long episode on one machine and not on another."""
+    What holds for any reasonable warm-up, not one machine's exact outcome: the same seed sums its floats in
+    another order with another torch thread count, and is another warm-up. bench/sft_spread.py repeats this
+    warm-up over seeds 0-11 with 1 and with 2 threads: every one of the 24 made all 3 first turns; 7 to 11 of the
+    13 turns had the reference's calls (11 in most); one of them solved no whole episode (the others solved one),
+    so a solved episode is not asserted. The untrained policy makes none of the calls."""
     from coevolve_engine.eval.checkpoint import evaluate_policy
 
     environment, tasks = bfcl
@@ -219,8 +221,7 @@ def test_the_warmed_up_policy_makes_the_reference_calls(grpo, warmed, bfcl):
           f"{[(r.success, r.reason) for r in results]}")
     firsts = sum(made[task][:1] == wanted[task][:1] for task in wanted)
     assert firsts >= len(wanted) - 1, made  # the first turn, seen in every demonstration, is learned
-    assert sum(right.values()) >= 0.75 * turns, made  # most later turns too
-    assert any(r.success for r in results)  # and at least one whole multi-turn episode is solved
+    assert sum(right.values()) > turns / 3, made  # and later turns: at least 5 of 13, where 24 warm-ups made 7-11
 
 
 def test_grpo_after_the_warm_up_gets_both_successes_and_failures(grpo, store_db):
