@@ -106,8 +106,9 @@ def straight(prepared, tmp_path_factory) -> Path:
     """The store after two rounds run without interruption, each round's training launched as a process of
     its own (trainer.launcher), as `accelerate launch` would run it; the killed run trains in process.
 
-    The run is a process of its own, as the killed run's are: run inside this test process, its warm-up would
-    compute with whatever threads and state the earlier tests left, and a float sum apart is another policy."""
+    The run is a process of its own, as the killed run's are: inside this test process, after earlier tests
+    called torch.set_num_threads (even to set back the count they found), its warm-up sums in another order and
+    ends at another loss, and every round after it differs (docs/store.md, "Training's threads")."""
     db, config = copy_run(prepared, tmp_path_factory.mktemp("run-straight"))
     code, lines = run_until(db, config, None, "--set", f"trainer.launcher={json.dumps(sys.executable)}")
     output = "\n".join(lines)
