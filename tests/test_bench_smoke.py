@@ -105,10 +105,13 @@ SCRIPTS: dict[str, list[str]] = {
     ],
     "sft_spread.py": [
         r"^untrained policy: \d+ of \d+ turns with the reference's calls, \d+ of 3 first turns, \d+ whole episodes$",
-        r"^warm-up seed 0, 1 thread: last loss [\d.]+, \d+ of \d+ turns right \(by task \[[\d, ]+\]\), \d+ of 3 first turns",
+        r"^warm-up seed 0, 1 thread: last loss [\d.]+, \d+ of \d+ turns right \(by task \[[\d, ]+\]\), "
+        r"\d+ of 3 first turns, \d+ whole episodes; GRPO step: first call in \d+ of 12, \d+ solved",
         r"^over 1 warm-ups, turns right: min \d+, mean [\d.]+, max \d+$",
         r"^over 1 warm-ups, first turns right: min",
         r"^over 1 warm-ups, whole episodes: min",
+        r"^over 1 warm-ups, GRPO first calls: min \d+",
+        r"^over 1 warm-ups, GRPO episodes solved: min \d+",
     ],
     "loop_cost_bench.py": [
         r"^load average [\d.]+ on \d+ cores; working in ",
