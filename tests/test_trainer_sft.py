@@ -203,10 +203,10 @@ def test_the_warmed_up_policy_makes_the_reference_calls(grpo, warmed, bfcl):
 
     What holds for any reasonable warm-up, not one machine's exact outcome: the same seed sums its floats in
     another order with another torch thread count, or in a process where earlier tests set the count (even back
-    to what it was), and is another warm-up. bench/sft_spread.py repeats this
-    warm-up over seeds 0-11 with 1 and with 2 threads: every one of the 24 made all 3 first turns; 7 to 11 of the
-    13 turns had the reference's calls (11 in most); one of them solved no whole episode (the others solved one),
-    so a solved episode is not asserted. The untrained policy makes none of the calls."""
+    to what it was), and is another warm-up. bench/sft_spread.py repeats this warm-up over seeds 0-11 with 1 and
+    with 2 threads: every one of the 24 made all 3 first turns; 7 to 11 of the 13 turns had the reference's calls
+    (11 in most); one of them solved no whole episode (the others solved one), so a solved episode is not
+    asserted. The untrained policy makes none of the calls."""
     from coevolve_engine.eval.checkpoint import evaluate_policy
 
     environment, tasks = bfcl
