@@ -107,7 +107,7 @@ def grpo_step(checkpoint, environment, tasks, db: Path, folder: Path) -> tuple[i
     return made_first, sum(reward == 1.0 for _, reward, _ in rows), len(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0-11", help="warm-up seeds, e.g. 0-11 or 0,3,5 (default 0-11)")
     parser.add_argument("--threads", default="1,2", help="torch thread counts to repeat them with (default 1,2)")
@@ -115,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grpo", action="store_true", help="then take the test's GRPO step from each warm-up")
     parser.add_argument("--smoke", action="store_true",
                         help="one seed, one thread, 5 steps, with --grpo: checks the script runs")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     seeds, thread_counts, steps = numbers(args.seeds), numbers(args.threads), args.steps
     if args.smoke:
         seeds, thread_counts, steps, args.grpo = [0], [1], 5, True
