@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +26,10 @@ import torch  # noqa: E402
 from coevolve_engine.core.errors import CoevolveError  # noqa: E402
 from coevolve_engine.core.store import Store  # noqa: E402
 from coevolve_engine.trainers import TRAINERS, BatchSource  # noqa: E402
+
+# the turns are read as bench/sft_spread.py reads them, which measured the bars below
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from sft_spread import calls_by_turn  # noqa: E402
 
 TASKS = ["bfcl/multi_turn_base_100", "bfcl/multi_turn_base_116", "bfcl/multi_turn_base_142"]
 LEFT_OUT = "bfcl/multi_turn_base_105"  # weight 0
@@ -186,18 +192,6 @@ def test_the_grpo_prompt_renders_exactly_as_in_sft(grpo, warmed):
         assert record["input_ids"][:len(at_grpo)] == at_grpo
 
 
-def _calls_by_turn(messages: list[dict]) -> list[list[tuple[str, dict]]]:
-    """The tool calls the assistant made in each user turn of an episode, in order."""
-    turns: list[list[tuple[str, dict]]] = []
-    for message in messages:
-        if message["role"] == "user":
-            turns.append([])
-        elif message["role"] == "assistant" and turns:
-            turns[-1] += [(c["function"]["name"], json.loads(c["function"]["arguments"]))
-                          for c in message.get("tool_calls") or []]
-    return turns
-
-
 def test_the_warmed_up_policy_makes_the_reference_calls(grpo, warmed, bfcl):
     """Greedy decoding by the episode player, from the prompt the GRPO trainer renders, read by the one parser.
 
@@ -213,7 +207,7 @@ def test_the_warmed_up_policy_makes_the_reference_calls(grpo, warmed, bfcl):
     chosen = [task for task in tasks if task["task_id"] in TASKS]
     results = evaluate_policy(None, environment, chosen, model=grpo.model, tokenizer=grpo._grpo.processing_class,
                               max_new_tokens=40, max_model_calls_per_turn=6)
-    made = {r.task_id: _calls_by_turn(r.completion) for r in results}
+    made = {r.task_id: calls_by_turn(r.completion) for r in results}
     wanted = {t["task_id"]: [[(c.name, c.arguments) for c in turn] for turn in environment.reference_solution(t["spec"])]
               for t in chosen}
     right = {task: sum(m == w for m, w in zip(made[task], wanted[task])) for task in wanted}
@@ -242,7 +236,7 @@ def test_grpo_after_the_warm_up_samples_the_calls_it_learned(grpo, store_db, bfc
     assert {task for task, *_ in rows} == set(TASKS) and {reward for _, reward, _ in rows} <= {0.0, 1.0}
     first = {t["task_id"]: [(c.name, c.arguments) for c in environment.reference_solution(t["spec"])[0]]
              for t in tasks if t["task_id"] in TASKS}
-    made_first = sum(_calls_by_turn(json.loads(messages))[:1] == [first[task]] for task, _, messages in rows)
+    made_first = sum(calls_by_turn(json.loads(messages))[:1] == [first[task]] for task, _, messages in rows)
     rewards = {task: [reward for t, reward, _ in rows if t == task] for task in TASKS}
     print(f"\nGRPO step 1 at temperature 0.9: the reference's first call in {made_first} of {len(rows)} episodes; "
           f"rewards {rewards} in {report.seconds:.1f} s")
