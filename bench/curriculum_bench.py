@@ -1,4 +1,4 @@
-"""Curriculum benchmark: does co-evolution beat GRPO on a fixed task set? Five arms, paired by seed.
+"""Curriculum benchmark: does co-evolution beat GRPO on a fixed task set? Its arms are paired by seed.
 
     HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True python bench/curriculum_bench.py --jobs 2
     python bench/curriculum_bench.py --out /tmp/cb --quick --seeds 0 --arms fixed,weighted   # the mechanics
@@ -245,6 +245,31 @@ def gate_and_health_lines(results: list[dict], arms: list[str]) -> list[str]:
         seeds = " ".join(f"{100 * r['dead_groups'] / r['groups']:.1f}" if r["groups"] else "-" for r in runs)
         lines.append(f"| {arm} | {total['candidates']} | {total['contaminated']} | {total['groups']} | "
                      f"{total['dead_groups']} ({100 * share:.1f}%) | {seeds} |")
+    return lines
+
+
+def noise_lines(task_rows: list[dict], arms: list[str]) -> list[str]:
+    """Per arm, the spread over seeds of its final paired difference from fixed, and the part of it the held-out
+    set's sampling explains (``curriculum_stats.heldout_noise``): whether a larger held-out set or more seeds
+    would narrow the interval more."""
+    import curriculum_stats as st
+
+    verdicts = {(r["arm"], r["seed"], r["task_id"]): r["success"] for r in task_rows}
+    lines = ["| arm | seeds | sd of the paired difference over seeds | held-out sampling's sd in one seed | "
+             "its share of the variance |", "|---|---|---|---|---|"]
+    for arm in arms:
+        if arm == "fixed":
+            continue
+        diffs: dict[int, list[float]] = {}
+        for (name, seed, task), success in verdicts.items():
+            if name == arm and ("fixed", seed, task) in verdicts:
+                diffs.setdefault(seed, []).append(float(success) - float(verdicts[("fixed", seed, task)]))
+        if len(diffs) < 2:
+            continue
+        noise = st.heldout_noise(diffs)
+        share = "-" if noise["share"] != noise["share"] else f"{100 * noise['share']:.0f}%"
+        lines.append(f"| {arm} | {len(diffs)} | {100 * noise['between'] ** 0.5:.1f} points | "
+                     f"{100 * noise['within'] ** 0.5:.1f} points | {share} |")
     return lines
 
 
@@ -646,6 +671,10 @@ def main(argv: list[str] | None = None) -> None:
              + "\n".join(gate_and_health_lines(results, arms)))
     text += ("\n\nWhere a run's time goes: mean seconds per run in each phase of its rounds (share of the phases' "
              "total), and the load average during the runs:\n\n" + "\n".join(time_lines(results, arms)))
+    text += ("\n\nWhere the spread of the paired differences comes from: per arm, the sd over seeds of its final "
+             "difference from fixed, and the part the held-out set's own sampling explains (the standard error of "
+             "one seed's difference over its tasks). A held-out set k times as large divides only that part of "
+             "the variance by k; k times the seeds divide all of it:\n\n" + "\n".join(noise_lines(task_rows, arms)))
     text += "\n\nTarget (issue 42):\n" + "\n".join(target_lines(figures))
     (args.out / "table.md").write_text(text + "\n")
     plot(curve_rows, arms, args.out / "heldout.png")

@@ -82,6 +82,24 @@ def steps_to_reach(curve: Iterable[tuple[int, float]], target: float, *, toleran
     return None
 
 
+def heldout_noise(task_diffs: Mapping[int, Sequence[float]]) -> dict[str, float]:
+    """How much of the spread of a paired difference over seeds the held-out set's own sampling explains.
+
+    ``task_diffs`` maps each seed to its per-task differences (arm's verdict minus the baseline's on each held-out
+    task: -1, 0 or 1). A seed's paired difference d_s is their mean; its variance over seeds is the training's
+    own spread plus the held-out sampling's, whose part in one seed is the variance of the seed's per-task
+    differences over its n tasks (the squared standard error of d_s). Returned: ``between``, the variance of d_s
+    over seeds (n - 1 in the divisor); ``within``, the mean over seeds of the squared standard errors; ``share``,
+    within / between (NaN when between is 0). A held-out set k times as large divides only ``within`` by k; k
+    times as many seeds divide all of ``between`` by k in the variance of the mean."""
+    diffs = {seed: list(values) for seed, values in task_diffs.items() if len(values) > 1}
+    if len(diffs) < 2:
+        raise ValueError("heldout_noise needs at least two seeds with at least two tasks each")
+    between = statistics.variance([statistics.mean(values) for values in diffs.values()])
+    within = statistics.mean(statistics.variance(values) / len(values) for values in diffs.values())
+    return {"between": between, "within": within, "share": within / between if between > 0 else float("nan")}
+
+
 def mean_curve(points: Iterable[tuple[int, float]]) -> list[tuple[int, float, float, int]]:
     """(step, mean, population sd, count) per step of (step, value) pairs gathered over seeds."""
     by: dict[int, list[float]] = {}

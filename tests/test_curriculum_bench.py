@@ -191,3 +191,16 @@ def test_quick_benchmark_runs_fixes_the_held_out_set_and_resumes(tmp_path):
     (out / "heldout.json").write_text(json.dumps(manifest))
     changed = _run(out)
     assert changed.returncode != 0 and "held-out set may not change" in changed.stderr
+
+
+def test_the_noise_table_pairs_each_task_with_fixed_on_its_seed(bench):
+    rows = []
+    for seed, solved in enumerate(([0, 1], [1, 1], [0, 0])):  # weighted's verdicts on t0, t1; fixed solves t0 only
+        for task, success in zip(("t0", "t1"), solved):
+            rows.append({"arm": "weighted", "seed": seed, "task_id": task, "success": success})
+            rows.append({"arm": "fixed", "seed": seed, "task_id": task, "success": int(task == "t0")})
+    rows.append({"arm": "plr", "seed": 0, "task_id": "t0", "success": 1})  # one seed: no spread to split
+    lines = bench.noise_lines(rows, ["fixed", "weighted", "plr"])
+    # differences per seed: [-1, +1] (d = 0), [0, +1] (d = 0.5), [-1, 0] (d = -0.5): variance 0.25 over seeds;
+    # squared standard errors 2/2, 0.5/2, 0.5/2: mean 0.5, share 200%
+    assert lines[2:] == ["| weighted | 3 | 50.0 points | 70.7 points | 200% |"]

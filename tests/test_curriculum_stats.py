@@ -1,5 +1,5 @@
 """The curriculum benchmark's statistics on literal inputs: paired differences, the bootstrap interval, steps to
-reach a target, the mean curve."""
+reach a target, the mean curve, the held-out set's part of the spread."""
 
 from __future__ import annotations
 
@@ -85,3 +85,17 @@ def test_the_t_interval_of_five_differences():
     assert low > 0 and low < stats.bootstrap_ci(values)[0]  # wider than the bootstrap's, as it should be here
     with pytest.raises(ValueError):
         stats.t_interval([0.1])
+
+
+def test_heldout_noise_splits_the_spread_over_seeds():
+    # seed 0: +1 on two of four tasks (d = 0.5); seed 1: +1 on one (d = 0.25); seed 2: level on all (d = 0)
+    diffs = {0: [1, 1, 0, 0], 1: [1, 0, 0, 0], 2: [0, 0, 0, 0]}
+    noise = stats.heldout_noise(diffs)
+    assert noise["between"] == pytest.approx(statistics.variance([0.5, 0.25, 0.0]))  # 0.0625
+    # squared standard errors: var([1,1,0,0]) / 4 = 1/12, var([1,0,0,0]) / 4 = 1/16, 0: their mean
+    assert noise["within"] == pytest.approx((1 / 12 + 1 / 16 + 0) / 3)
+    assert noise["share"] == pytest.approx(noise["within"] / 0.0625)
+    level = stats.heldout_noise({0: [1, -1], 1: [1, -1]})  # the same difference on every seed: no spread
+    assert level["between"] == 0 and math.isnan(level["share"])
+    with pytest.raises(ValueError):
+        stats.heldout_noise({0: [1, 0]})
