@@ -249,14 +249,14 @@ def gate_and_health_lines(results: list[dict], arms: list[str]) -> list[str]:
 
 
 def noise_lines(task_rows: list[dict], arms: list[str]) -> list[str]:
-    """Per arm, the spread over seeds of its final paired difference from fixed, and the part of it the held-out
-    set's sampling explains (``curriculum_stats.heldout_noise``): whether a larger held-out set or more seeds
-    would narrow the interval more."""
+    """Per arm, the spread over seeds of its final paired difference from fixed, and the standard error of one
+    seed's difference over its tasks: the most of that spread a larger held-out set could remove
+    (``curriculum_stats.heldout_noise``)."""
     import curriculum_stats as st
 
     verdicts = {(r["arm"], r["seed"], r["task_id"]): r["success"] for r in task_rows}
-    lines = ["| arm | seeds | sd of the paired difference over seeds | held-out sampling's sd in one seed | "
-             "its share of the variance |", "|---|---|---|---|---|"]
+    lines = ["| arm | seeds | sd of the paired difference over seeds | its standard error over the tasks of one "
+             "seed | at most this share of the variance is per-task |", "|---|---|---|---|---|"]
     for arm in arms:
         if arm == "fixed":
             continue
@@ -672,9 +672,11 @@ def main(argv: list[str] | None = None) -> None:
     text += ("\n\nWhere a run's time goes: mean seconds per run in each phase of its rounds (share of the phases' "
              "total), and the load average during the runs:\n\n" + "\n".join(time_lines(results, arms)))
     text += ("\n\nWhere the spread of the paired differences comes from: per arm, the sd over seeds of its final "
-             "difference from fixed, and the part the held-out set's own sampling explains (the standard error of "
-             "one seed's difference over its tasks). A held-out set k times as large divides only that part of "
-             "the variance by k; k times the seeds divide all of it:\n\n" + "\n".join(noise_lines(task_rows, arms)))
+             "difference from fixed, and the standard error of one seed's difference over its tasks, whose square "
+             "is the most that tasks flipping independently can add to the variance (a held-out set k times "
+             "as large divides that part by k; the rest, whole runs going better or worse, only more seeds "
+             "average out). Every seed is scored on the same held-out set, so the intervals leave out that "
+             "set's own sampling error:\n\n" + "\n".join(noise_lines(task_rows, arms)))
     text += "\n\nTarget (issue 42):\n" + "\n".join(target_lines(figures))
     (args.out / "table.md").write_text(text + "\n")
     plot(curve_rows, arms, args.out / "heldout.png")

@@ -83,15 +83,18 @@ def steps_to_reach(curve: Iterable[tuple[int, float]], target: float, *, toleran
 
 
 def heldout_noise(task_diffs: Mapping[int, Sequence[float]]) -> dict[str, float]:
-    """How much of the spread of a paired difference over seeds the held-out set's own sampling explains.
+    """How much of the spread of a paired difference over seeds a larger held-out set could remove, at most.
 
     ``task_diffs`` maps each seed to its per-task differences (arm's verdict minus the baseline's on each held-out
-    task: -1, 0 or 1). A seed's paired difference d_s is their mean; its variance over seeds is the training's
-    own spread plus the held-out sampling's, whose part in one seed is the variance of the seed's per-task
-    differences over its n tasks (the squared standard error of d_s). Returned: ``between``, the variance of d_s
-    over seeds (n - 1 in the divisor); ``within``, the mean over seeds of the squared standard errors; ``share``,
-    within / between (NaN when between is 0). A held-out set k times as large divides only ``within`` by k; k
-    times as many seeds divide all of ``between`` by k in the variance of the mean."""
+    task: -1, 0 or 1). A seed's paired difference d_s is their mean. Its variance over seeds has two parts: tasks
+    flipping one way or the other independently (which a held-out set k times as large divides by k) and whole
+    runs going better or worse across tasks together (which only more seeds average out). The variance of one
+    seed's per-task differences over its n tasks (the squared standard error of d_s) is at least the first part
+    in expectation, since it also holds how much the effect differs from task to task. Returned: ``between``,
+    the variance of d_s over seeds (n - 1 in the divisor); ``within``, the mean over seeds of the squared
+    standard errors; ``share``, within / between (NaN when between is 0): at most this share of the spread is
+    per-task noise. Every seed is scored on the same held-out set, so the spread over seeds (and an interval
+    from it) leaves out that set's own sampling error, which only more held-out tasks reduce."""
     diffs = {seed: list(values) for seed, values in task_diffs.items() if len(values) > 1}
     if len(diffs) < 2:
         raise ValueError("heldout_noise needs at least two seeds with at least two tasks each")

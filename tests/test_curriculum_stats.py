@@ -1,5 +1,5 @@
 """The curriculum benchmark's statistics on literal inputs: paired differences, the bootstrap interval, steps to
-reach a target, the mean curve, the held-out set's part of the spread."""
+reach a target, the mean curve, the most of the spread a larger held-out set could remove."""
 
 from __future__ import annotations
 
